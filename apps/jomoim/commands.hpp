@@ -1,0 +1,12 @@
+// The subcommands of the `jomoim` program. Each registers itself on the CLI11 app; its
+// callback does the work and throws on failure (main turns that into one line and exit 1).
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace jomoim::cli {
+
+void add_attend_command(CLI::App& app);  // cmd_attend.cpp
+void add_bench_command(CLI::App& app);   // cmd_bench.cpp
+
+}  // namespace jomoim::cli

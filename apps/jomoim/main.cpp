@@ -1,0 +1,27 @@
+// jomoim — the one command-line program. Subcommands live in cmd_*.cpp; this file only wires
+// them together and turns every failure into one line on stderr and a non-zero exit.
+#include <cstdio>
+#include <exception>
+
+#include "commands.hpp"
+#include "jomoim/tensor.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"jomoim — fast, exact, visible transformer attention on CPUs", "jomoim"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "jomoim 0.1.0");
+  jomoim::cli::add_attend_command(app);
+  jomoim::cli::add_bench_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const jomoim::Error& e) {
+    std::fprintf(stderr, "jomoim: error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "jomoim: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,100 @@
+// jomoim/attention.hpp — exact scaled dot-product attention on CPU.
+//
+//   out = softmax(Q K^T * scale + bias, masked) V        (the paper's row notation)
+//
+// Shapes (letters as in DESIGN.md):
+//   q     [B, Hq,  Nq, D ]      k [B, Hkv, Nk, D]      v [B, Hkv, Nk, Dv]
+//   out   [B, Hq,  Nq, Dv]
+//   bias  broadcastable to [B, Hq, Nq, Nk]  (each dimension 1 or full; -inf masks a key)
+//   lse   [B, Hq,  Nq]          natural-log log-sum-exp of each row's (scaled, biased) scores
+//   probs [B, Hq,  Nq, Nk]      the softmax weights
+// With notation == Notation::col3b1b ("3Blue1Brown"), q, k, v and out are column matrices
+// [B, H, D, N] instead; bias, lse and probs keep the shapes above. The engine reads the
+// columns in place through strides: no copy is made.
+//
+// Rules:
+//   * Hq % Hkv == 0; query head h reads key/value head h / (Hq / Hkv) (GQA; Hkv = 1 is MQA).
+//   * scale defaults to 1 / sqrt(D).
+//   * causal masking is aligned bottom-right: query i sees key j iff j <= i + (L - Nq), where L
+//     is Nk, or key_lengths[b] when key lengths are given.
+//   * key_lengths[b] (0 <= key_lengths[b] <= Nk) hides keys j >= key_lengths[b] of batch b, so
+//     sequences of different lengths share one padded tensor.
+//   * a query row whose keys are all masked gives zeros in out and probs, and lse = -inf.
+//     Nk = 0 is allowed and is that case for every row.
+//   * scores of any finite magnitude are exact: softmax subtracts the running maximum.
+//   * every view may have any strides (0 broadcasts an input dimension); outputs need
+//     non-zero strides on every dimension longer than 1 and must not overlap the inputs.
+//
+// Memory: attention() never allocates anything that grows with Nq or Nk. Per thread it keeps
+// scratch of O(Bq*D + Bk*D + Bk*Dv + Bq*Bk + Bq*Dv) floats (Bq = 64 query rows, Bk = 64
+// keys; about 100 KiB at D = Dv = 128), allocated on first use and reused by later calls on
+// the same thread. The decode path (few query rows, many keys) adds per call one buffer of
+// partial results of O(splits * Bq * (Dv + 2)) floats, splits <= 4 * threads. The probs
+// output is the only N x N memory, and it is the caller's. attention_reference() allocates
+// O(Nk) doubles per row and its O(B*Hq*Nq*(Dv + Nk)) result.
+//
+// Threads: OpenMP, over batch x kv-head x query-block work items (keys too when there are too
+// few items to keep every thread busy). Results are bitwise identical between runs with the
+// same thread count and SIMD target.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "jomoim/tensor.hpp"
+
+namespace jomoim {
+
+enum class Notation {
+  paper,    // rows are tokens: [B, H, N, D]
+  col3b1b,  // columns are tokens: [B, H, D, N], softmax per column
+};
+
+// "paper" or "3b1b"; parse_notation throws Error for anything else.
+const char* notation_name(Notation n);
+Notation parse_notation(const std::string& s);
+
+struct AttentionOptions {
+  bool causal = false;
+  std::optional<float> scale;              // default 1 / sqrt(D); must be finite
+  Notation notation = Notation::paper;
+  std::optional<ConstTensor4> bias;        // broadcastable to [B, Hq, Nq, Nk]
+  std::span<const std::int64_t> key_lengths;  // empty, or B entries in [0, Nk]
+  std::optional<Tensor3> lse;              // output [B, Hq, Nq]
+  std::optional<Tensor4> probs;            // output [B, Hq, Nq, Nk]
+  int threads = 0;                         // 0: OpenMP's default (omp_get_max_threads)
+};
+
+// The fast path. Throws jomoim::Error (one-line message) on invalid arguments, before writing
+// anything.
+void attention(ConstTensor4 q, ConstTensor4 k, ConstTensor4 v, Tensor4 out,
+               const AttentionOptions& options = {});
+
+// The float64 oracle: plain loops, no tiling, no SIMD, no threads. Same arguments and rules as
+// attention(); options.lse and options.probs are ignored — all three results are returned,
+// always in the paper's layout, C order.
+struct ReferenceResult {
+  std::vector<double> out;    // [B, Hq, Nq, Dv]
+  std::vector<double> lse;    // [B, Hq, Nq]
+  std::vector<double> probs;  // [B, Hq, Nq, Nk]
+};
+ReferenceResult attention_reference(ConstTensor4 q, ConstTensor4 k, ConstTensor4 v,
+                                    const AttentionOptions& options = {});
+
+// The attention problem after validation, in the paper's layout (3b1b views transposed).
+struct AttentionShape {
+  std::int64_t B, Hq, Hkv, Nq, Nk, D, Dv;
+  float scale;
+};
+// Validates every argument as attention() does and returns the shape; throws Error.
+AttentionShape check_attention_args(ConstTensor4 q, ConstTensor4 k, ConstTensor4 v,
+                                    const Tensor4* out, const AttentionOptions& options);
+
+// Floating-point operations of one call: 2*B*Hq*Nq*Nk*(D+Dv), halved when causal (the
+// documented convention of the benchmarks; it ignores softmax and masks).
+double attention_flops(const AttentionShape& s, bool causal);
+
+}  // namespace jomoim
