@@ -80,6 +80,44 @@ HWY_INLINE void ScoreTile(const float* qp, size_t rows, size_t depth, const floa
   }
 }
 
+// Few query rows (decode): s[r][j] = q[r] . k[j] with K read in place, one key row at a time,
+// instead of packing K^T. Reads each key once for all R rows; needs K's D-stride to be 1.
+//   q [R, depth] (row stride ldq), k [keys, depth] (row stride ldk), s [R, *] (lds).
+template <size_t R>
+HWY_INLINE void ScoreRowsDirect(const float* HWY_RESTRICT q, size_t ldq, const float* HWY_RESTRICT k,
+                                std::ptrdiff_t ldk, size_t keys, float* HWY_RESTRICT s, size_t lds,
+                                size_t depth) {
+  const DF df;
+  const size_t L = hn::Lanes(df);
+  const size_t whole = depth / L * L;
+  for (size_t j = 0; j < keys; ++j) {
+    const float* kr = k + std::ptrdiff_t(j) * ldk;
+    VF acc[R];
+    for (size_t r = 0; r < R; ++r) acc[r] = hn::Zero(df);
+    for (size_t d = 0; d < whole; d += L) {
+      const VF kv = hn::LoadU(df, kr + d);
+      for (size_t r = 0; r < R; ++r) acc[r] = hn::MulAdd(hn::LoadU(df, q + r * ldq + d), kv, acc[r]);
+    }
+    for (size_t r = 0; r < R; ++r) {
+      float dot = hn::GetLane(hn::SumOfLanes(df, acc[r]));
+      for (size_t d = whole; d < depth; ++d) dot += q[r * ldq + d] * kr[d];
+      s[r * lds + j] = dot;
+    }
+  }
+}
+
+// Rows up to this count take the direct path (measured: decode with 1..8 stacked rows is
+// bound by reading K, and packing K^T costs more than the dot products save).
+constexpr std::int64_t kDirectRows = 8;
+
+HWY_INLINE void ScoreTileDirect(const float* qp, size_t rows, size_t depth, const float* k, std::ptrdiff_t ldk,
+                                size_t keys, float* s) {
+  size_t r = 0;
+  for (; r + 4 <= rows; r += 4) ScoreRowsDirect<4>(qp + r * depth, depth, k, ldk, keys, s + r * kBlockK, kBlockK, depth);
+  for (; r + 2 <= rows; r += 2) ScoreRowsDirect<2>(qp + r * depth, depth, k, ldk, keys, s + r * kBlockK, kBlockK, depth);
+  for (; r < rows; ++r) ScoreRowsDirect<1>(qp + r * depth, depth, k, ldk, keys, s + r * kBlockK, kBlockK, depth);
+}
+
 // o[r][c] += sum_j p[r][j] * v[j][c] for r < MR, j < keys, c < NV vectors.
 //   p [MR, keys] (row stride ldp), v [keys, *] (row stride ldv, unaligned, may be negative),
 //   o [MR, *] (row stride ldo, aligned).
@@ -220,16 +258,20 @@ inline Buffers ThreadBuffers(const AttentionShape& s) {
 inline void TileScores(const Problem& p, const Rows& rows, std::int64_t t0, std::int64_t tl, const Buffers& buf) {
   const AttentionShape& s = p.s;
   const std::int64_t D = s.D;
-  // Pack K^T: kt[d][j] = k[b, g, t0 + j, d]; zero columns past tl.
   const float* kbase = p.k.data + rows.b * p.k.strides[0] + rows.g * p.k.strides[1] + t0 * p.k.strides[2];
   const std::int64_t ksn = p.k.strides[2], ksd = p.k.strides[3];
-  for (std::int64_t j = 0; j < tl; ++j) {
-    const float* kr = kbase + j * ksn;
-    for (std::int64_t d = 0; d < D; ++d) buf.kt[d * kBlockK + j] = kr[d * ksd];
+  if (rows.n <= kDirectRows && ksd == 1) {
+    ScoreTileDirect(buf.qp, size_t(rows.n), size_t(D), kbase, ksn, size_t(tl), buf.s);
+  } else {
+    // Pack K^T: kt[d][j] = k[b, g, t0 + j, d]; zero columns past tl.
+    for (std::int64_t j = 0; j < tl; ++j) {
+      const float* kr = kbase + j * ksn;
+      for (std::int64_t d = 0; d < D; ++d) buf.kt[d * kBlockK + j] = kr[d * ksd];
+    }
+    if (tl < kBlockK)
+      for (std::int64_t d = 0; d < D; ++d) std::fill(buf.kt + d * kBlockK + tl, buf.kt + (d + 1) * kBlockK, 0.0f);
+    ScoreTile(buf.qp, size_t(rows.n), size_t(D), buf.kt, buf.s);
   }
-  if (tl < kBlockK)
-    for (std::int64_t d = 0; d < D; ++d) std::fill(buf.kt + d * kBlockK + tl, buf.kt + (d + 1) * kBlockK, 0.0f);
-  ScoreTile(buf.qp, size_t(rows.n), size_t(D), buf.kt, buf.s);
   for (std::int64_t r = 0; r < rows.n; ++r) {
     float* srow = buf.s + r * kBlockK;
     const std::int64_t end = std::clamp<std::int64_t>(rows.visible[r] - t0, 0, tl);
