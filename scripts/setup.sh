@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs exactly what jomoim needs to build and test, from Debian's archive. Idempotent:
+# packages already present are skipped and apt is not touched. Works as root or via sudo.
+#
+#   scripts/setup.sh          build + test dependencies
+#   scripts/setup.sh --bench  also what bench/run-benchmarks.sh needs for the peers
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config   # toolchain
+  libhwy-dev                                     # Highway: SIMD with run-time dispatch
+  libopenblas-dev                                # OpenBLAS: GEMM
+  libcli11-dev nlohmann-json3-dev                # command line, JSON
+  libgtest-dev libgmock-dev libbenchmark-dev     # GoogleTest, Google Benchmark
+  python3 python3-numpy                          # NumPy interop tests (Debian's /usr/bin/python3)
+  clang libclang-rt-14-dev                       # libFuzzer targets
+)
+if [[ "${1:-}" == "--bench" ]]; then
+  packages+=(python3-torch libjemalloc2 nodejs npm)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+# nodejs from another source may provide npm itself.
+if [[ " ${missing[*]} " == *" npm "* ]] && command -v npm >/dev/null 2>&1; then
+  missing=("${missing[@]/npm/}")
+fi
+missing=($(printf '%s\n' "${missing[@]}" | grep -v '^$' || true))
+if ((${#missing[@]} == 0)); then
+  echo "setup: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+SUDO=""
+if [[ $(id -u) -ne 0 ]]; then
+  command -v sudo >/dev/null 2>&1 || { echo "setup: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+  SUDO=sudo
+fi
+echo "setup: installing ${missing[*]}"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
