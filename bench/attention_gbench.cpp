@@ -1,0 +1,139 @@
+// attention_gbench.cpp — Google Benchmark program for jomoim::attention on the shapes of the
+// benchmark table (BENCHMARKS.md): the forward pass, fp32, paper layout, every core.
+//
+//   build-bench/attention_gbench                          all shapes
+//   build-bench/attention_gbench --benchmark_filter=decode --target=AVX2
+//
+// Before any timing, main() checks the engine against the float64 reference on a small GQA
+// causal problem and exits 1 if they disagree: a fast wrong kernel is not a result. Counters,
+// shown per second: FLOP = jomoim::attention_flops (2*B*Hq*Nq*Nk*(D+Dv), halved for causal),
+// bytes = q, k, v read once plus out written once. Times are wall-clock (UseRealTime), since the
+// engine runs on several threads. Not a test: nothing asserts a time.
+#include <benchmark/benchmark.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "jomoim/attention.hpp"
+#include "jomoim/simd.hpp"
+
+namespace {
+
+using jomoim::ConstTensor4;
+using jomoim::Tensor4;
+using Index = std::int64_t;
+
+struct Inputs {
+  std::vector<float> q, k, v, out;
+  Index B, Hq, Hkv, Nq, Nk, D;
+
+  Inputs(Index B_, Index Hq_, Index Hkv_, Index Nq_, Index Nk_, Index D_)
+      : B(B_), Hq(Hq_), Hkv(Hkv_), Nq(Nq_), Nk(Nk_), D(D_) {
+    std::mt19937 rng(42);
+    std::uniform_real_distribution<float> uni(-1.f, 1.f);
+    for (auto [x, n] : {std::pair{&q, B * Hq * Nq * D}, {&k, B * Hkv * Nk * D}, {&v, B * Hkv * Nk * D}}) {
+      x->resize(std::size_t(n));
+      for (float& e : *x) e = uni(rng);
+    }
+    out.assign(std::size_t(B * Hq * Nq * D), std::numeric_limits<float>::quiet_NaN());
+  }
+  ConstTensor4 qv() const { return ConstTensor4::contiguous(q.data(), {B, Hq, Nq, D}); }
+  ConstTensor4 kv() const { return ConstTensor4::contiguous(k.data(), {B, Hkv, Nk, D}); }
+  ConstTensor4 vv() const { return ConstTensor4::contiguous(v.data(), {B, Hkv, Nk, D}); }
+  Tensor4 outv() { return Tensor4::contiguous(out.data(), {B, Hq, Nq, D}); }
+};
+
+// Args: B, Hq, Hkv, Nq, Nk, D, causal.
+void BM_attention(benchmark::State& state) {
+  Inputs in(state.range(0), state.range(1), state.range(2), state.range(3), state.range(4), state.range(5));
+  jomoim::AttentionOptions options;
+  options.causal = state.range(6) != 0;
+  const jomoim::AttentionShape shape =
+      jomoim::check_attention_args(in.qv(), in.kv(), in.vv(), nullptr, options);
+  for (auto _ : state) {
+    jomoim::attention(in.qv(), in.kv(), in.vv(), in.outv(), options);
+    benchmark::DoNotOptimize(in.out.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["FLOP"] = benchmark::Counter(jomoim::attention_flops(shape, options.causal),
+                                                benchmark::Counter::kIsIterationInvariantRate);
+  const double bytes = 4.0 * double(in.q.size() + in.k.size() + in.v.size() + in.out.size());
+  state.counters["bytes"] = benchmark::Counter(bytes, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(jomoim::active_simd_target());
+}
+
+void shapes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"B", "Hq", "Hkv", "Nq", "Nk", "D", "causal"});
+  // (B, H, N, D) of the benchmark table, each without and with the causal mask.
+  const Index square[][4] = {{1, 12, 128, 64},  {1, 12, 512, 64},   {1, 12, 1024, 64},
+                             {1, 12, 2048, 64}, {1, 32, 4096, 128}, {4, 8, 256, 64}};
+  for (const auto& s : square)
+    for (Index causal : {0, 1}) b->Args({s[0], s[1], s[1], s[2], s[2], s[3], causal});
+}
+BENCHMARK(BM_attention)->Apply(shapes)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// Decode: one new query row against a 4096-entry KV cache, multi-head and grouped-query.
+void decode_shapes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"B", "Hq", "Hkv", "Nq", "Nk", "D", "causal"});
+  b->Args({1, 32, 32, 1, 4096, 128, 0});
+  b->Args({1, 32, 8, 1, 4096, 128, 0});
+}
+BENCHMARK(BM_attention)->Name("BM_attention_decode")->Apply(decode_shapes)->UseRealTime()->Unit(
+    benchmark::kMicrosecond);
+
+// The engine against the float64 reference on a small grouped-query causal problem with
+// Nq != Nk. Tolerance: float32's worst-case rounding of this computation (see cmd_bench.cpp),
+// eps * (2*D*S + 2*Nk + 16) with |score| <= S = D * scale for inputs in [-1, 1).
+bool engine_matches_reference() {
+  Inputs in(2, 4, 2, 70, 90, 64);
+  jomoim::AttentionOptions options;
+  options.causal = true;
+  jomoim::attention(in.qv(), in.kv(), in.vv(), in.outv(), options);
+  const jomoim::ReferenceResult ref = jomoim::attention_reference(in.qv(), in.kv(), in.vv(), options);
+  const double S = double(in.D) / std::sqrt(double(in.D));
+  const double tol = std::numeric_limits<float>::epsilon() * (2.0 * double(in.D) * S + 2.0 * double(in.Nk) + 16);
+  double worst = 0;
+  std::size_t at = 0;
+  for (std::size_t i = 0; i < in.out.size(); ++i) {
+    double err = std::fabs(double(in.out[i]) - ref.out[i]);
+    if (std::isnan(err)) err = INFINITY;  // an unwritten (NaN-filled) element fails
+    if (err > worst) {
+      worst = err;
+      at = i;
+    }
+  }
+  if (worst <= tol) return true;
+  std::fprintf(stderr, "attention_gbench: engine differs from the reference: out flat index %zu: got %.9g, "
+               "expected %.9g (|err| %.3g > tol %.3g, seed 42)\n", at, double(in.out[at]), ref.out[at], worst, tol);
+  return false;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  // Our one flag, --target=NAME, pins the SIMD target (benchmark::Initialize leaves it in argv).
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg.rfind("--target=", 0) == 0) {
+      try {
+        jomoim::set_simd_target(arg.substr(9));
+      } catch (const jomoim::Error& e) {
+        std::fprintf(stderr, "attention_gbench: %s\n", e.what());
+        return 1;
+      }
+      for (int j = i; j + 1 < argc; ++j) argv[j] = argv[j + 1];
+      --argc, --i;
+    }
+  }
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  if (!engine_matches_reference()) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
