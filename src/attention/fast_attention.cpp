@@ -35,8 +35,13 @@ namespace hn = hwy::HWY_NAMESPACE;
 using DF = hn::ScalableTag<float>;
 using VF = hn::Vec<DF>;
 
-// Register blocking of the two micro-kernels: kMR rows x kNV vectors of accumulators. AVX-512
-// has 32 vector registers (16 accumulators + 4 operands fit); the other x86 targets have 16.
+// Layout. Scores are kept transposed, S^T [keys, rows] with rows (queries) along the SIMD
+// lanes: Q^T is packed once per block of query rows, K rows are read in place (no per-tile
+// transpose), and the softmax over keys becomes element-wise max/exp/sum across vectors of
+// rows, with no horizontal reductions.
+//
+// Register blocking: kMR key rows x kNV vectors of query rows. AVX-512 has 32 vector registers
+// (16 accumulators + 4 operands fit); the other x86 targets have 16.
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
 constexpr size_t kNV = 4;
 #else
@@ -45,48 +50,54 @@ constexpr size_t kNV = 2;
 constexpr size_t kMR = 4;
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-// s[r][c] = sum_d q[r][d] * kt[d][c] for r < MR, c < NV lanes-wide vectors.
-//   q  [MR, depth] (row stride ldq), kt [depth, *] (row stride ldk, aligned), s [MR, *] (lds).
+// c[r][x] = sum_d a[r][d] * bt[d][x] for r < MR, x < NV vectors.
+//   a [MR, depth] (row stride lda, read by broadcasts, any alignment or sign of stride),
+//   bt [depth, *] (row stride ldb, aligned), c [MR, *] (row stride ldc, aligned).
+// Used for S^T = K Q^T (a = keys, bt = Q^T).
 template <size_t MR, size_t NV>
-HWY_INLINE void ScoreMicro(const float* HWY_RESTRICT q, size_t ldq, const float* HWY_RESTRICT kt,
-                           size_t ldk, float* HWY_RESTRICT s, size_t lds, size_t depth) {
+HWY_INLINE void BroadcastMicro(const float* HWY_RESTRICT a, std::ptrdiff_t lda, const float* HWY_RESTRICT bt,
+                               size_t ldb, float* HWY_RESTRICT c, size_t ldc, size_t depth) {
   const DF df;
   const size_t L = hn::Lanes(df);
   VF acc[MR][NV];
   for (size_t r = 0; r < MR; ++r)
-    for (size_t c = 0; c < NV; ++c) acc[r][c] = hn::Zero(df);
+    for (size_t x = 0; x < NV; ++x) acc[r][x] = hn::Zero(df);
   for (size_t d = 0; d < depth; ++d) {
-    VF kv[NV];
-    for (size_t c = 0; c < NV; ++c) kv[c] = hn::Load(df, kt + d * ldk + c * L);
+    VF bv[NV];
+    for (size_t x = 0; x < NV; ++x) bv[x] = hn::Load(df, bt + d * ldb + x * L);
     for (size_t r = 0; r < MR; ++r) {
-      const VF qb = hn::Set(df, q[r * ldq + d]);
-      for (size_t c = 0; c < NV; ++c) acc[r][c] = hn::MulAdd(qb, kv[c], acc[r][c]);
+      const VF ab = hn::Set(df, a[std::ptrdiff_t(r) * lda + std::ptrdiff_t(d)]);
+      for (size_t x = 0; x < NV; ++x) acc[r][x] = hn::MulAdd(ab, bv[x], acc[r][x]);
     }
   }
   for (size_t r = 0; r < MR; ++r)
-    for (size_t c = 0; c < NV; ++c) hn::Store(acc[r][c], df, s + r * lds + c * L);
+    for (size_t x = 0; x < NV; ++x) hn::Store(acc[r][x], df, c + r * ldc + x * L);
 }
 
-// S [rows, kBlockK] = Qp [rows, D] * Kt [D, kBlockK].
-HWY_INLINE void ScoreTile(const float* qp, size_t rows, size_t depth, const float* kt, float* s) {
+template <size_t MR>
+HWY_INLINE void ScoreKeys(const float* k, std::ptrdiff_t ldk, const float* qt, size_t cols, float* st, size_t depth) {
   const size_t L = hn::Lanes(DF());
-  const size_t step = kNV * L;  // kBlockK (64) is a multiple of step on every target
-  for (size_t c0 = 0; c0 < size_t(kBlockK); c0 += step) {
-    size_t r = 0;
-    for (; r + kMR <= rows; r += kMR)
-      ScoreMicro<kMR, kNV>(qp + r * depth, depth, kt + c0, kBlockK, s + r * kBlockK + c0, kBlockK, depth);
-    for (; r < rows; ++r)
-      ScoreMicro<1, kNV>(qp + r * depth, depth, kt + c0, kBlockK, s + r * kBlockK + c0, kBlockK, depth);
-  }
+  size_t x = 0;
+  for (; x + kNV * L <= cols; x += kNV * L) BroadcastMicro<MR, kNV>(k, ldk, qt + x, kBlockQ, st + x, kBlockQ, depth);
+  for (; x < cols; x += L) BroadcastMicro<MR, 1>(k, ldk, qt + x, kBlockQ, st + x, kBlockQ, depth);
 }
 
-// Few query rows (decode): s[r][j] = q[r] . k[j] with K read in place, one key row at a time,
-// instead of packing K^T. Reads each key once for all R rows; needs K's D-stride to be 1.
-//   q [R, depth] (row stride ldq), k [keys, depth] (row stride ldk), s [R, *] (lds).
+// S^T [keys, cols] = K [keys, D] * Q^T [D, cols]; cols = rows rounded up to whole vectors.
+HWY_INLINE void ScoreTile(const float* k, std::ptrdiff_t ldk, size_t keys, const float* qt, size_t cols,
+                          float* st, size_t depth) {
+  size_t j = 0;
+  for (; j + kMR <= keys; j += kMR) ScoreKeys<kMR>(k + std::ptrdiff_t(j) * ldk, ldk, qt, cols, st + j * kBlockQ, depth);
+  for (; j < keys; ++j) ScoreKeys<1>(k + std::ptrdiff_t(j) * ldk, ldk, qt, cols, st + j * kBlockQ, depth);
+}
+
+// Few query rows (decode): s[r][j] = q[r] . k[j], one key row at a time, vectorised over D.
+// Each key is read once for all R rows; for 1..8 rows this beats the broadcast kernel, whose
+// vectors over rows would be mostly empty. Needs K's D-stride to be 1. The scores stay in row
+// layout S [rows, kBlockK] (softmax along each row), not S^T.
+//   q [R, depth] (row stride ldq), k [keys, depth] (row stride ldk), s [R, kBlockK].
 template <size_t R>
 HWY_INLINE void ScoreRowsDirect(const float* HWY_RESTRICT q, size_t ldq, const float* HWY_RESTRICT k,
-                                std::ptrdiff_t ldk, size_t keys, float* HWY_RESTRICT s, size_t lds,
-                                size_t depth) {
+                                std::ptrdiff_t ldk, size_t keys, float* HWY_RESTRICT s, size_t depth) {
   const DF df;
   const size_t L = hn::Lanes(df);
   const size_t whole = depth / L * L;
@@ -101,61 +112,63 @@ HWY_INLINE void ScoreRowsDirect(const float* HWY_RESTRICT q, size_t ldq, const f
     for (size_t r = 0; r < R; ++r) {
       float dot = hn::GetLane(hn::SumOfLanes(df, acc[r]));
       for (size_t d = whole; d < depth; ++d) dot += q[r * ldq + d] * kr[d];
-      s[r * lds + j] = dot;
+      s[r * kBlockK + j] = dot;
     }
   }
 }
 
-// Rows up to this count take the direct path (measured: decode with 1..8 stacked rows is
-// bound by reading K, and packing K^T costs more than the dot products save).
+// Blocks of at most this many rows take the direct path.
 constexpr std::int64_t kDirectRows = 8;
 
 HWY_INLINE void ScoreTileDirect(const float* qp, size_t rows, size_t depth, const float* k, std::ptrdiff_t ldk,
                                 size_t keys, float* s) {
   size_t r = 0;
-  for (; r + 4 <= rows; r += 4) ScoreRowsDirect<4>(qp + r * depth, depth, k, ldk, keys, s + r * kBlockK, kBlockK, depth);
-  for (; r + 2 <= rows; r += 2) ScoreRowsDirect<2>(qp + r * depth, depth, k, ldk, keys, s + r * kBlockK, kBlockK, depth);
-  for (; r < rows; ++r) ScoreRowsDirect<1>(qp + r * depth, depth, k, ldk, keys, s + r * kBlockK, kBlockK, depth);
+  for (; r + 4 <= rows; r += 4) ScoreRowsDirect<4>(qp + r * depth, depth, k, ldk, keys, s + r * kBlockK, depth);
+  for (; r + 2 <= rows; r += 2) ScoreRowsDirect<2>(qp + r * depth, depth, k, ldk, keys, s + r * kBlockK, depth);
+  for (; r < rows; ++r) ScoreRowsDirect<1>(qp + r * depth, depth, k, ldk, keys, s + r * kBlockK, depth);
 }
 
-// o[r][c] += sum_j p[r][j] * v[j][c] for r < MR, j < keys, c < NV vectors.
-//   p [MR, keys] (row stride ldp), v [keys, *] (row stride ldv, unaligned, may be negative),
-//   o [MR, *] (row stride ldo, aligned).
+// o[r][x] += sum_j p[r][j] * v[j][x] for r < MR, j < keys, x < NV vectors.
+//   p: element (r, j) at p[r * pr + j * pj] (P^T or P, read by broadcasts), v [keys, *] (row
+//   stride ldv, unaligned, may be negative), o [MR, *] (row stride ldo, aligned).
+struct PLayout {
+  size_t pr, pj;  // strides of P's rows and keys in the score buffer
+};
 template <size_t MR, size_t NV>
-HWY_INLINE void ValueMicro(const float* HWY_RESTRICT p, size_t ldp, const float* HWY_RESTRICT v,
-                           std::ptrdiff_t ldv, size_t keys, float* HWY_RESTRICT o, size_t ldo) {
+HWY_INLINE void ValueMicro(const float* HWY_RESTRICT pt, PLayout pl, const float* HWY_RESTRICT v, std::ptrdiff_t ldv,
+                           size_t keys, float* HWY_RESTRICT o, size_t ldo) {
   const DF df;
   const size_t L = hn::Lanes(df);
   VF acc[MR][NV];
   for (size_t r = 0; r < MR; ++r)
-    for (size_t c = 0; c < NV; ++c) acc[r][c] = hn::Load(df, o + r * ldo + c * L);
+    for (size_t x = 0; x < NV; ++x) acc[r][x] = hn::Load(df, o + r * ldo + x * L);
   for (size_t j = 0; j < keys; ++j) {
     VF vv[NV];
-    for (size_t c = 0; c < NV; ++c) vv[c] = hn::LoadU(df, v + std::ptrdiff_t(j) * ldv + c * L);
+    for (size_t x = 0; x < NV; ++x) vv[x] = hn::LoadU(df, v + std::ptrdiff_t(j) * ldv + std::ptrdiff_t(x * L));
     for (size_t r = 0; r < MR; ++r) {
-      const VF pb = hn::Set(df, p[r * ldp + j]);
-      for (size_t c = 0; c < NV; ++c) acc[r][c] = hn::MulAdd(pb, vv[c], acc[r][c]);
+      const VF pb = hn::Set(df, pt[j * pl.pj + r * pl.pr]);
+      for (size_t x = 0; x < NV; ++x) acc[r][x] = hn::MulAdd(pb, vv[x], acc[r][x]);
     }
   }
   for (size_t r = 0; r < MR; ++r)
-    for (size_t c = 0; c < NV; ++c) hn::Store(acc[r][c], df, o + r * ldo + c * L);
+    for (size_t x = 0; x < NV; ++x) hn::Store(acc[r][x], df, o + r * ldo + x * L);
 }
 
 template <size_t MR>
-HWY_INLINE void ValueColumns(const float* p, const float* v, std::ptrdiff_t ldv, size_t keys,
-                             float* o, size_t ldo, size_t dvp) {
+HWY_INLINE void ValueColumns(const float* pt, PLayout pl, const float* v, std::ptrdiff_t ldv, size_t keys, float* o,
+                             size_t dvp) {
   const size_t L = hn::Lanes(DF());
-  size_t c0 = 0;
-  for (; c0 + kNV * L <= dvp; c0 += kNV * L) ValueMicro<MR, kNV>(p, kBlockK, v + c0, ldv, keys, o + c0, ldo);
-  for (; c0 < dvp; c0 += L) ValueMicro<MR, 1>(p, kBlockK, v + c0, ldv, keys, o + c0, ldo);
+  size_t x = 0;
+  for (; x + kNV * L <= dvp; x += kNV * L) ValueMicro<MR, kNV>(pt, pl, v + x, ldv, keys, o + x, dvp);
+  for (; x < dvp; x += L) ValueMicro<MR, 1>(pt, pl, v + x, ldv, keys, o + x, dvp);
 }
 
-// Acc [rows, dvp] += P [rows, keys] * V [keys, dvp].
-HWY_INLINE void ValueTile(const float* p, size_t rows, const float* v, std::ptrdiff_t ldv, size_t keys,
+// Acc [rows, dvp] += P [rows, keys] * V [keys, dvp], P laid out as pl says.
+HWY_INLINE void ValueTile(const float* pt, PLayout pl, size_t rows, const float* v, std::ptrdiff_t ldv, size_t keys,
                           float* acc, size_t dvp) {
   size_t r = 0;
-  for (; r + kMR <= rows; r += kMR) ValueColumns<kMR>(p + r * kBlockK, v, ldv, keys, acc + r * dvp, dvp, dvp);
-  for (; r < rows; ++r) ValueColumns<1>(p + r * kBlockK, v, ldv, keys, acc + r * dvp, dvp, dvp);
+  for (; r + kMR <= rows; r += kMR) ValueColumns<kMR>(pt + r * pl.pr, pl, v, ldv, keys, acc + r * dvp, dvp);
+  for (; r < rows; ++r) ValueColumns<1>(pt + r * pl.pr, pl, v, ldv, keys, acc + r * dvp, dvp);
 }
 
 HWY_INLINE float MaxOf(const float* x, size_t n) {
@@ -226,71 +239,141 @@ inline void RowsOfItem(const Problem& p, const Plan& plan, std::int64_t item, Ro
   for (std::int64_t r = 0; r < rows.n; ++r) rows.max_visible = std::max(rows.max_visible, rows.visible[r]);
 }
 
-// Scratch layout of one thread, in floats; every region starts 64-byte aligned.
-struct Buffers {
-  float *qp, *kt, *vp, *s, *acc, *m, *l;
-  size_t dvp;  // Dv rounded up to whole vectors
-};
-
 inline size_t RoundUp(size_t n, size_t m) { return (n + m - 1) / m * m; }
 
-inline Buffers ThreadBuffers(const AttentionShape& s) {
+// Scratch of one thread, in floats; every region starts 64-byte aligned.
+struct Buffers {
+  float* qt;     // Q^T [D, kBlockQ], scaled queries, zero past the block's rows
+  float* qp;     // Q [kBlockQ, D], scaled queries (direct path)
+  float* kp;     // K [kBlockK, D], packed only when K's D-stride is not 1
+  float* vp;     // V [kBlockK, dvp], packed only when V rows are not whole contiguous vectors
+  float* st;     // S^T then P^T [kBlockK, kBlockQ]; S then P [kBlockQ, kBlockK] when direct
+  float* acc;    // unnormalised output [kBlockQ, dvp]
+  float* m;      // running row maximum [kBlockQ]
+  float* l;      // running row sum of exp(score - m) [kBlockQ]
+  float* alpha;  // per-tile rescale factors [kBlockQ]
+  size_t dvp;    // Dv rounded up to whole vectors
+  size_t cols;   // the block's rows rounded up to whole vectors
+  bool direct;   // few rows: score against K rows in place, vectorised over D
+  // Strides of row r and key j in st.
+  PLayout layout() const { return direct ? PLayout{size_t(kBlockK), 1} : PLayout{1, size_t(kBlockQ)}; }
+};
+
+inline Buffers ThreadBuffers(const Problem& p, std::int64_t rows) {
+  const AttentionShape& s = p.s;
   const size_t L = hn::Lanes(DF());
   const size_t a = 16;  // 64 bytes
   Buffers b;
   b.dvp = RoundUp(size_t(s.Dv), L);
-  const size_t nq = RoundUp(kBlockQ * s.D, a), nk = RoundUp(s.D * kBlockK, a), nv = RoundUp(kBlockK * b.dvp, a),
-               ns = kBlockQ * kBlockK, nacc = RoundUp(kBlockQ * b.dvp, a), nm = RoundUp(kBlockQ, a);
-  float* base = Scratch::for_this_thread().reserve(nq + nk + nv + ns + nacc + 2 * nm);
-  b.qp = base;
-  b.kt = b.qp + nq;
-  b.vp = b.kt + nk;
-  b.s = b.vp + nv;
-  b.acc = b.s + ns;
+  b.cols = RoundUp(size_t(rows), L);
+  b.direct = rows <= kDirectRows && p.k.strides[3] == 1;
+  const size_t nq = RoundUp(size_t(s.D) * kBlockQ, a), nk = RoundUp(kBlockK * size_t(s.D), a),
+               nv = RoundUp(kBlockK * b.dvp, a), ns = kBlockK * kBlockQ, nacc = RoundUp(kBlockQ * b.dvp, a),
+               nm = kBlockQ;
+  float* base = Scratch::for_this_thread().reserve(2 * nq + nk + nv + ns + nacc + 3 * nm);
+  b.qt = base;
+  b.qp = b.qt + nq;
+  b.kp = b.qp + nq;
+  b.vp = b.kp + nk;
+  b.st = b.vp + nv;
+  b.acc = b.st + ns;
   b.m = b.acc + nacc;
   b.l = b.m + nm;
+  b.alpha = b.l + nm;
   return b;
 }
 
-// Scores of the tile of keys [t0, t0 + tl) for every row: S = scale * Q K^T + bias, with
-// masked keys (and the padding past tl) set to -inf. Q must already be packed (scaled) in
-// buf.qp. K^T is packed into buf.kt here.
+// Packs the block's query rows, pre-multiplied by the scale, as Q^T (or as Q rows for the
+// direct path): qt[d][r] = scale * q[b, h_r, i_r, d].
+inline void PackQueries(const Problem& p, const Rows& rows, const Buffers& buf) {
+  const std::int64_t D = p.s.D;
+  const std::int64_t sd = p.q.strides[3];
+  for (std::int64_t r = 0; r < rows.n; ++r) {
+    const float* qr = p.q.data + rows.b * p.q.strides[0] + rows.head[r] * p.q.strides[1] + rows.pos[r] * p.q.strides[2];
+    if (buf.direct) {
+      for (std::int64_t d = 0; d < D; ++d) buf.qp[r * D + d] = p.s.scale * qr[d * sd];
+    } else {
+      for (std::int64_t d = 0; d < D; ++d) buf.qt[d * kBlockQ + r] = p.s.scale * qr[d * sd];
+    }
+  }
+  if (!buf.direct)
+    for (std::int64_t d = 0; d < D; ++d) std::fill(buf.qt + d * kBlockQ + rows.n, buf.qt + d * kBlockQ + buf.cols, 0.0f);
+}
+
+// Scores of the keys [t0, t0 + tl) for every row, as S^T: st[j][r] = scale * q_r . k_j + bias,
+// and -inf where the key is masked for the row. Queries must already be packed.
 inline void TileScores(const Problem& p, const Rows& rows, std::int64_t t0, std::int64_t tl, const Buffers& buf) {
   const AttentionShape& s = p.s;
   const std::int64_t D = s.D;
   const float* kbase = p.k.data + rows.b * p.k.strides[0] + rows.g * p.k.strides[1] + t0 * p.k.strides[2];
   const std::int64_t ksn = p.k.strides[2], ksd = p.k.strides[3];
-  if (rows.n <= kDirectRows && ksd == 1) {
-    ScoreTileDirect(buf.qp, size_t(rows.n), size_t(D), kbase, ksn, size_t(tl), buf.s);
+  if (buf.direct) {
+    ScoreTileDirect(buf.qp, size_t(rows.n), size_t(D), kbase, ksn, size_t(tl), buf.st);
+  } else if (ksd == 1) {
+    ScoreTile(kbase, ksn, size_t(tl), buf.qt, buf.cols, buf.st, size_t(D));
   } else {
-    // Pack K^T: kt[d][j] = k[b, g, t0 + j, d]; zero columns past tl.
-    for (std::int64_t j = 0; j < tl; ++j) {
-      const float* kr = kbase + j * ksn;
-      for (std::int64_t d = 0; d < D; ++d) buf.kt[d * kBlockK + j] = kr[d * ksd];
-    }
-    if (tl < kBlockK)
-      for (std::int64_t d = 0; d < D; ++d) std::fill(buf.kt + d * kBlockK + tl, buf.kt + (d + 1) * kBlockK, 0.0f);
-    ScoreTile(buf.qp, size_t(rows.n), size_t(D), buf.kt, buf.s);
+    for (std::int64_t j = 0; j < tl; ++j)
+      for (std::int64_t d = 0; d < D; ++d) buf.kp[j * D + d] = kbase[j * ksn + d * ksd];
+    ScoreTile(buf.kp, D, size_t(tl), buf.qt, buf.cols, buf.st, size_t(D));
   }
+  // Bias and masks; in row layout also the padding past tl, so rows are whole vectors.
+  const PLayout pl = buf.layout();
+  const std::int64_t stop = buf.direct ? kBlockK : tl;
   for (std::int64_t r = 0; r < rows.n; ++r) {
-    float* srow = buf.s + r * kBlockK;
+    float* sr = buf.st + r * pl.pr;
     const std::int64_t end = std::clamp<std::int64_t>(rows.visible[r] - t0, 0, tl);
     if (p.has_bias) {
       const float* brow = p.bias.data + rows.b * p.bias.strides[0] + rows.head[r] * p.bias.strides[1] +
                           rows.pos[r] * p.bias.strides[2] + t0 * p.bias.strides[3];
       const std::int64_t bs = p.bias.strides[3];
-      for (std::int64_t j = 0; j < end; ++j) srow[j] += brow[j * bs];
+      for (std::int64_t j = 0; j < end; ++j) sr[j * pl.pj] += brow[j * bs];
     }
-    std::fill(srow + end, srow + kBlockK, kNegInf);
+    for (std::int64_t j = end; j < stop; ++j) sr[j * pl.pj] = kNegInf;
   }
 }
 
-// Packs the block's query rows, pre-multiplied by the scale: qp[r][d] = scale * q[b, h_r, i_r, d].
-inline void PackQueries(const Problem& p, const Rows& rows, const Buffers& buf) {
-  const std::int64_t D = p.s.D;
-  for (std::int64_t r = 0; r < rows.n; ++r) {
-    const float* qr = p.q.data + rows.b * p.q.strides[0] + rows.head[r] * p.q.strides[1] + rows.pos[r] * p.q.strides[2];
-    for (std::int64_t d = 0; d < D; ++d) buf.qp[r * D + d] = p.s.scale * qr[d * p.q.strides[3]];
+// Online softmax step over one tile of S^T [tl, cols], vectorised across rows:
+//   m' = max(m, max_j s_j),  p_j = exp(s_j - m'),  l' = l e^(m - m') + sum_j p_j,
+// leaving P^T in st and the factors e^(m - m') in alpha. Rows that have seen no unmasked key
+// keep m = -inf and get p = 0, alpha = 1 (no -inf - -inf).
+inline void SoftmaxStep(const Buffers& buf, std::int64_t tl) {
+  const DF df;
+  const size_t L = hn::Lanes(df);
+  const VF neg_inf = hn::Set(df, kNegInf);
+  for (size_t x = 0; x < buf.cols; x += L) {
+    const VF m_old = hn::Load(df, buf.m + x);
+    VF m_new = m_old;
+    for (std::int64_t j = 0; j < tl; ++j) m_new = hn::Max(m_new, hn::Load(df, buf.st + j * kBlockQ + x));
+    const auto seen = hn::Ne(m_new, neg_inf);
+    const VF shift = hn::IfThenElseZero(seen, m_new);
+    VF sum = hn::Zero(df);
+    for (std::int64_t j = 0; j < tl; ++j) {
+      float* sj = buf.st + j * kBlockQ + x;
+      const VF e = hn::Exp(df, hn::Sub(hn::Load(df, sj), shift));
+      hn::Store(e, df, sj);
+      sum = hn::Add(sum, e);
+    }
+    const VF alpha = hn::IfThenElse(seen, hn::Exp(df, hn::Sub(m_old, shift)), hn::Set(df, 1.0f));
+    hn::Store(hn::MulAdd(hn::Load(df, buf.l + x), alpha, sum), df, buf.l + x);
+    hn::Store(m_new, df, buf.m + x);
+    hn::Store(alpha, df, buf.alpha + x);
+  }
+}
+
+// The same step in row layout (direct path), one row at a time over the whole padded tile.
+inline void SoftmaxStepRows(const Buffers& buf, std::int64_t n) {
+  for (std::int64_t r = 0; r < n; ++r) {
+    float* sr = buf.st + r * kBlockK;
+    const float m_new = std::max(buf.m[r], MaxOf(sr, kBlockK));
+    if (m_new == kNegInf) {  // nothing visible yet: p = 0, alpha = 1
+      std::fill(sr, sr + kBlockK, 0.0f);
+      buf.alpha[r] = 1.0f;
+      continue;
+    }
+    const float sum = ExpShiftedSum(sr, kBlockK, m_new);
+    buf.alpha[r] = std::exp(buf.m[r] - m_new);  // exp(-inf) = 0 on the first visible tile
+    buf.l[r] = buf.l[r] * buf.alpha[r] + sum;
+    buf.m[r] = m_new;
   }
 }
 
@@ -298,34 +381,24 @@ inline void PackQueries(const Problem& p, const Rows& rows, const Buffers& buf) 
 // maximum m, the sum l of exp(score - m) and the unnormalised output acc in buf.
 inline void AttendKeys(const Problem& p, const Rows& rows, std::int64_t k0, std::int64_t k1, const Buffers& buf) {
   const AttentionShape& s = p.s;
-  std::fill(buf.m, buf.m + rows.n, kNegInf);
-  std::fill(buf.l, buf.l + rows.n, 0.0f);
+  std::fill(buf.m, buf.m + kBlockQ, kNegInf);
+  std::fill(buf.l, buf.l + kBlockQ, 0.0f);
   std::fill(buf.acc, buf.acc + rows.n * buf.dvp, 0.0f);
   // V rows are read in place when they are contiguous whole vectors; otherwise packed.
   const bool direct_v = p.v.strides[3] == 1 && size_t(s.Dv) == buf.dvp;
   for (std::int64_t t0 = k0; t0 < k1; t0 += kBlockK) {
     const std::int64_t tl = std::min<std::int64_t>(kBlockK, k1 - t0);
     TileScores(p, rows, t0, tl, buf);
-    // Online softmax: rescale what was accumulated so far to the new row maximum.
-    for (std::int64_t r = 0; r < rows.n; ++r) {
-      float* srow = buf.s + r * kBlockK;
-      const float m_new = std::max(buf.m[r], MaxOf(srow, kBlockK));
-      if (m_new == kNegInf) {  // nothing visible yet: P = 0, keep m = -inf (no -inf - -inf)
-        std::fill(srow, srow + kBlockK, 0.0f);
-        continue;
-      }
-      const float sum = ExpShiftedSum(srow, kBlockK, m_new);
-      if (buf.m[r] != m_new) {
-        const float alpha = std::exp(buf.m[r] - m_new);  // exp(-inf) = 0 on the first tile
-        buf.l[r] *= alpha;
-        ScaleRow(buf.acc + r * buf.dvp, buf.dvp, alpha);
-        buf.m[r] = m_new;
-      }
-      buf.l[r] += sum;
+    if (buf.direct) {
+      SoftmaxStepRows(buf, rows.n);
+    } else {
+      SoftmaxStep(buf, tl);
     }
+    for (std::int64_t r = 0; r < rows.n; ++r)
+      if (buf.alpha[r] != 1.0f) ScaleRow(buf.acc + r * buf.dvp, buf.dvp, buf.alpha[r]);
     const float* vbase = p.v.data + rows.b * p.v.strides[0] + rows.g * p.v.strides[1] + t0 * p.v.strides[2];
     if (direct_v) {
-      ValueTile(buf.s, size_t(rows.n), vbase, p.v.strides[2], size_t(tl), buf.acc, buf.dvp);
+      ValueTile(buf.st, buf.layout(), size_t(rows.n), vbase, p.v.strides[2], size_t(tl), buf.acc, buf.dvp);
     } else {
       for (std::int64_t j = 0; j < tl; ++j) {
         float* dst = buf.vp + j * buf.dvp;
@@ -333,7 +406,7 @@ inline void AttendKeys(const Problem& p, const Rows& rows, std::int64_t k0, std:
         for (std::int64_t e = 0; e < s.Dv; ++e) dst[e] = src[e * p.v.strides[3]];
         std::fill(dst + s.Dv, dst + buf.dvp, 0.0f);
       }
-      ValueTile(buf.s, size_t(rows.n), buf.vp, std::ptrdiff_t(buf.dvp), size_t(tl), buf.acc, buf.dvp);
+      ValueTile(buf.st, buf.layout(), size_t(rows.n), buf.vp, std::ptrdiff_t(buf.dvp), size_t(tl), buf.acc, buf.dvp);
     }
   }
 }
@@ -348,25 +421,42 @@ inline void WriteRow(const Problem& p, const Rows& rows, std::int64_t r, float m
 }
 
 // Second pass for the probabilities output: probs[row][j] = exp(score - m) / l, zero where
-// masked. Reuses the tile machinery; only called with the row's final m and l in buf.
+// masked or where the row saw no key. Needs each row's final m and l in buf.
 inline void WriteProbs(const Problem& p, const Rows& rows, const Buffers& buf) {
+  const DF df;
+  const size_t L = hn::Lanes(df);
   const std::int64_t Nk = p.s.Nk;
+  for (std::int64_t r = 0; r < rows.n; ++r) buf.alpha[r] = buf.l[r] > 0 ? 1.0f / buf.l[r] : 0.0f;
   for (std::int64_t t0 = 0; t0 < Nk; t0 += kBlockK) {
     const std::int64_t tl = std::min<std::int64_t>(kBlockK, Nk - t0);
     const bool any_visible = t0 < rows.max_visible;
-    if (any_visible) TileScores(p, rows, t0, tl, buf);
+    if (any_visible && buf.direct) {
+      TileScores(p, rows, t0, tl, buf);
+      for (std::int64_t r = 0; r < rows.n; ++r) {
+        float* sr = buf.st + r * kBlockK;
+        if (buf.l[r] == 0) continue;
+        ExpShiftedSum(sr, kBlockK, buf.m[r]);
+        ScaleRow(sr, kBlockK, buf.alpha[r]);
+      }
+    } else if (any_visible) {
+      TileScores(p, rows, t0, tl, buf);
+      for (size_t x = 0; x < buf.cols; x += L) {
+        const VF m = hn::Load(df, buf.m + x), inv = hn::Load(df, buf.alpha + x);
+        const auto seen = hn::Ne(m, hn::Set(df, kNegInf));
+        const VF shift = hn::IfThenElseZero(seen, m);
+        for (std::int64_t j = 0; j < tl; ++j) {
+          float* sj = buf.st + j * kBlockQ + x;
+          hn::Store(hn::Mul(hn::Exp(df, hn::Sub(hn::Load(df, sj), shift)), inv), df, sj);
+        }
+      }
+    }
     for (std::int64_t r = 0; r < rows.n; ++r) {
-      float* srow = buf.s + r * kBlockK;
       float* prow = p.probs.data + rows.b * p.probs.strides[0] + rows.head[r] * p.probs.strides[1] +
                     rows.pos[r] * p.probs.strides[2] + t0 * p.probs.strides[3];
       const std::int64_t ps = p.probs.strides[3];
-      if (!any_visible || buf.l[r] == 0) {
-        for (std::int64_t j = 0; j < tl; ++j) prow[j * ps] = 0.0f;
-        continue;
-      }
-      ExpShiftedSum(srow, kBlockK, buf.m[r]);
-      const float inv = 1.0f / buf.l[r];
-      for (std::int64_t j = 0; j < tl; ++j) prow[j * ps] = srow[j] * inv;
+      const PLayout pl = buf.layout();
+      const bool zero = !any_visible || buf.l[r] == 0;
+      for (std::int64_t j = 0; j < tl; ++j) prow[j * ps] = zero ? 0.0f : buf.st[r * pl.pr + j * pl.pj];
     }
   }
 }
@@ -382,7 +472,7 @@ void RunUnit(const Problem& p, const Plan& plan, std::int64_t u, Partials* parts
   const std::int64_t item = u / plan.splits, split = u % plan.splits;
   Rows rows;
   RowsOfItem(p, plan, item, rows);
-  const Buffers buf = ThreadBuffers(p.s);
+  const Buffers buf = ThreadBuffers(p, rows.n);
   const std::int64_t chunk = RoundUp(size_t(ceil_div(rows.max_visible, plan.splits)), kBlockK);
   const std::int64_t k0 = std::min(rows.max_visible, split * chunk);
   const std::int64_t k1 = std::min(rows.max_visible, k0 + chunk);
@@ -404,7 +494,7 @@ void RunUnit(const Problem& p, const Plan& plan, std::int64_t u, Partials* parts
 void MergeItem(const Problem& p, const Plan& plan, std::int64_t item, const Partials& parts) {
   Rows rows;
   RowsOfItem(p, plan, item, rows);
-  const Buffers buf = ThreadBuffers(p.s);
+  const Buffers buf = ThreadBuffers(p, rows.n);
   for (std::int64_t r = 0; r < rows.n; ++r) {
     float M = kNegInf;
     for (std::int64_t sp = 0; sp < plan.splits; ++sp) M = std::max(M, parts.m[size_t(item * plan.splits + sp) * kBlockQ + r]);
