@@ -26,12 +26,13 @@
 //     non-zero strides on every dimension longer than 1 and must not overlap the inputs.
 //
 // Memory: attention() never allocates anything that grows with Nq or Nk. Per thread it keeps
-// scratch of O(Bq*D + Bk*D + Bk*Dv + Bq*Bk + Bq*Dv) floats (Bq = 64 query rows, Bk = 64
-// keys; about 100 KiB at D = Dv = 128), allocated on first use and reused by later calls on
-// the same thread. The decode path (few query rows, many keys) adds per call one buffer of
-// partial results of O(splits * Bq * (Dv + 2)) floats, splits <= 4 * threads. The probs
-// output is the only N x N memory, and it is the caller's. attention_reference() allocates
-// O(Nk) doubles per row and its O(B*Hq*Nq*(Dv + Nk)) result.
+// scratch of 3*64*D + 2*64*Dv + 64*64 + 192 floats (packed queries, a packed key tile when K
+// is not contiguous along D, a packed value tile when V is not, the 64 x 64 score tile, the
+// output accumulator; about 180 KiB at D = Dv = 128), allocated on the thread's first call
+// and reused by later calls. The decode path (few query rows, many keys, several threads)
+// adds per call one buffer of partial results of units * 64 * (Dv + 2) floats, where units is
+// below 8 * threads. The probs output is the only N x N memory, and it is the caller's.
+// attention_reference() allocates Nk doubles and its B*Hq*Nq*(Dv + Nk + 1) result.
 //
 // Threads: OpenMP, over batch x kv-head x query-block work items (keys too when there are too
 // few items to keep every thread busy). Results are bitwise identical between runs with the
