@@ -36,7 +36,8 @@ struct Inputs {
       : B(B_), Hq(Hq_), Hkv(Hkv_), Nq(Nq_), Nk(Nk_), D(D_) {
     std::mt19937 rng(42);
     std::uniform_real_distribution<float> uni(-1.f, 1.f);
-    for (auto [x, n] : {std::pair{&q, B * Hq * Nq * D}, {&k, B * Hkv * Nk * D}, {&v, B * Hkv * Nk * D}}) {
+    for (auto [x, n] :
+         {std::pair{&q, B * Hq * Nq * D}, {&k, B * Hkv * Nk * D}, {&v, B * Hkv * Nk * D}}) {
       x->resize(std::size_t(n));
       for (float& e : *x) e = uni(rng);
     }
@@ -50,7 +51,8 @@ struct Inputs {
 
 // Args: B, Hq, Hkv, Nq, Nk, D, causal.
 void BM_attention(benchmark::State& state) {
-  Inputs in(state.range(0), state.range(1), state.range(2), state.range(3), state.range(4), state.range(5));
+  Inputs in(state.range(0), state.range(1), state.range(2), state.range(3), state.range(4),
+            state.range(5));
   jomoim::AttentionOptions options;
   options.causal = state.range(6) != 0;
   const jomoim::AttentionShape shape =
@@ -61,9 +63,10 @@ void BM_attention(benchmark::State& state) {
     benchmark::ClobberMemory();
   }
   state.counters["FLOP"] = benchmark::Counter(jomoim::attention_flops(shape, options.causal),
-                                                benchmark::Counter::kIsIterationInvariantRate);
+                                              benchmark::Counter::kIsIterationInvariantRate);
   const double bytes = 4.0 * double(in.q.size() + in.k.size() + in.v.size() + in.out.size());
-  state.counters["bytes"] = benchmark::Counter(bytes, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["bytes"] =
+      benchmark::Counter(bytes, benchmark::Counter::kIsIterationInvariantRate);
   state.SetLabel(jomoim::active_simd_target());
 }
 
@@ -83,8 +86,11 @@ void decode_shapes(benchmark::internal::Benchmark* b) {
   b->Args({1, 32, 32, 1, 4096, 128, 0});
   b->Args({1, 32, 8, 1, 4096, 128, 0});
 }
-BENCHMARK(BM_attention)->Name("BM_attention_decode")->Apply(decode_shapes)->UseRealTime()->Unit(
-    benchmark::kMicrosecond);
+BENCHMARK(BM_attention)
+    ->Name("BM_attention_decode")
+    ->Apply(decode_shapes)
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
 
 // The engine against the float64 reference on a small grouped-query causal problem with
 // Nq != Nk. Tolerance: float32's worst-case rounding of this computation (see cmd_bench.cpp),
@@ -94,9 +100,11 @@ bool engine_matches_reference() {
   jomoim::AttentionOptions options;
   options.causal = true;
   jomoim::attention(in.qv(), in.kv(), in.vv(), in.outv(), options);
-  const jomoim::ReferenceResult ref = jomoim::attention_reference(in.qv(), in.kv(), in.vv(), options);
+  const jomoim::ReferenceResult ref =
+      jomoim::attention_reference(in.qv(), in.kv(), in.vv(), options);
   const double S = double(in.D) / std::sqrt(double(in.D));
-  const double tol = std::numeric_limits<float>::epsilon() * (2.0 * double(in.D) * S + 2.0 * double(in.Nk) + 16);
+  const double tol =
+      std::numeric_limits<float>::epsilon() * (2.0 * double(in.D) * S + 2.0 * double(in.Nk) + 16);
   double worst = 0;
   std::size_t at = 0;
   for (std::size_t i = 0; i < in.out.size(); ++i) {
@@ -108,8 +116,10 @@ bool engine_matches_reference() {
     }
   }
   if (worst <= tol) return true;
-  std::fprintf(stderr, "attention_gbench: engine differs from the reference: out flat index %zu: got %.9g, "
-               "expected %.9g (|err| %.3g > tol %.3g, seed 42)\n", at, double(in.out[at]), ref.out[at], worst, tol);
+  std::fprintf(stderr,
+               "attention_gbench: engine differs from the reference: out flat index %zu: got %.9g, "
+               "expected %.9g (|err| %.3g > tol %.3g, seed 42)\n",
+               at, double(in.out[at]), ref.out[at], worst, tol);
   return false;
 }
 

@@ -15,6 +15,8 @@
 // jomoim::attention_flops (2*B*Hq*Nq*Nk*(D+Dv), halved for causal) over the median.
 //
 // This is a measuring tool, not a test: nothing here asserts a time.
+#include <cblas.h>
+#include <malloc.h>
 #include <omp.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -29,12 +31,10 @@
 #include <functional>
 #include <limits>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <vector>
-
-#include <cblas.h>
-#include <nlohmann/json.hpp>
 
 #include "commands.hpp"
 #include "jomoim/attention.hpp"
@@ -250,14 +250,18 @@ CheckResult compare_full(const Workload& w, const ReferenceResult& r, const Tole
       for (Index i = 0; i < w.Nq; ++i) {
         const Index row = (b * w.Hq + h) * w.Nq + i;
         for (Index e = 0; e < w.Dv; ++e)
-          out_err.add(o(b, h, i, e), r.out[std::size_t(row * w.Dv + e)], index_string("out", b, h, i, e));
+          out_err.add(o(b, h, i, e), r.out[std::size_t(row * w.Dv + e)],
+                      index_string("out", b, h, i, e));
         if (w.with_lse)
-          lse_err.add(w.lse[std::size_t(row)], r.lse[std::size_t(row)], index_string("lse", b, h, i));
+          lse_err.add(w.lse[std::size_t(row)], r.lse[std::size_t(row)],
+                      index_string("lse", b, h, i));
       }
   // Report whichever of the two is closer to (or further past) its tolerance.
   if (w.with_lse && lse_err.err / tol.lse > out_err.err / tol.out)
-    return {"full", lse_err.err, tol.lse, lse_err.err <= tol.lse && out_err.err <= tol.out, lse_err.where};
-  return {"full", out_err.err, tol.out, out_err.err <= tol.out && lse_err.err <= tol.lse, out_err.where};
+    return {"full", lse_err.err, tol.lse, lse_err.err <= tol.lse && out_err.err <= tol.out,
+            lse_err.where};
+  return {"full", out_err.err, tol.out, out_err.err <= tol.out && lse_err.err <= tol.lse,
+          out_err.where};
 }
 
 // The reference over the whole problem keeps O(B*Hq*Nq*Nk) doubles of probabilities, so it
@@ -267,7 +271,8 @@ constexpr Index kFullCheckMaxScores = Index(1) << 20;
 // Rows (b, h, i) checked one at a time through views into the big buffers: query row i of head
 // h against the keys it may see, as a [1, 1, 1, D] x [1, 1, visible, D] problem without a mask.
 // Only for what the bench command itself builds (paper layout, no bias, no key lengths).
-CheckResult check_sampled(Workload& w, const AttentionShape& s, const Tolerance& tol, unsigned seed) {
+CheckResult check_sampled(Workload& w, const AttentionShape& s, const Tolerance& tol,
+                          unsigned seed) {
   std::vector<Index> bs{0, w.B - 1}, hs{0, w.Hq / 2, w.Hq - 1}, is{0, 1, w.Nq / 2, w.Nq - 1};
   std::mt19937 rng(seed + 1);
   for (int extra = 0; extra < 4; ++extra) is.push_back(Index(rng() % std::uint64_t(w.Nq)));
@@ -294,7 +299,8 @@ CheckResult check_sampled(Workload& w, const AttentionShape& s, const Tolerance&
         AttentionOptions ro;
         ro.scale = s.scale;
         const ReferenceResult r = attention_reference(qr, kr, vr, ro);
-        for (Index e = 0; e < w.Dv; ++e) err.add(o(b, h, i, e), r.out[std::size_t(e)], index_string("out", b, h, i, e));
+        for (Index e = 0; e < w.Dv; ++e)
+          err.add(o(b, h, i, e), r.out[std::size_t(e)], index_string("out", b, h, i, e));
         ++rows;
       }
   return {std::to_string(rows) + " rows", err.err, tol.out, err.err <= tol.out, err.where};
@@ -311,7 +317,7 @@ CheckResult check_output(Workload& w, unsigned seed) {
 // ------------------------------------------------------------------------- timing
 
 struct Timing {
-  double median_ms = 0, min_ms = 0;
+  double median_ms = 0, min_ms = 0, mean_ms = 0;  // mean: shows stalls the median hides
   int reps = 0, warmup = 0;
 };
 
@@ -327,7 +333,9 @@ Timing time_calls(const std::function<void()>& call, int warmup, int reps, doubl
     ms.push_back((now_s() - t0) * 1e3);
   }
   std::sort(ms.begin(), ms.end());
-  return {ms[ms.size() / 2], ms.front(), int(ms.size()), warmup};
+  double sum = 0;
+  for (double t : ms) sum += t;
+  return {ms[ms.size() / 2], ms.front(), sum / double(ms.size()), int(ms.size()), warmup};
 }
 
 // ------------------------------------------------------------------------- one shape
@@ -335,29 +343,39 @@ Timing time_calls(const std::function<void()>& call, int warmup, int reps, doubl
 struct AttentionRun {
   CheckResult check;
   Timing timing;
-  double gflops = 0, gbs = 0, rss_inputs_mib = 0, peak_rss_mib = 0;
+  double gflops = 0, gbs = 0;
+  double rss_inputs_mib = 0;  // RSS once inputs and outputs exist, before the first call
+  double peak_rss_mib = 0;    // getrusage's peak over the engine's calls
+  double extra_mib = 0;       // the engine's own growth: peak RSS over the RSS it started from
   bool peak_reset = false;
 };
 
 AttentionRun bench_attention(Workload& w, const BenchOptions& o, int threads) {
   AttentionRun r;
   const AttentionShape s = w.shape();
-  // Peak RSS: the high-water mark is lowered once inputs and outputs exist, so the growth over
-  // that RSS is the engine's own working memory (its first call allocates per-thread scratch).
+  // Memory is measured in two windows around the reference check, whose allocations are not the
+  // engine's: the first call (which allocates the per-thread scratch), and the timed calls. Each
+  // window starts by lowering the peak-RSS mark to the current RSS.
+  malloc_trim(0);  // free heap left by earlier work in this process would hide growth
   r.peak_reset = reset_peak_rss();
   r.rss_inputs_mib = current_rss_mib();
   w.run(threads);
-  double peak = peak_rss_mib();
+  r.peak_rss_mib = peak_rss_mib();
+  r.extra_mib = r.peak_rss_mib - r.rss_inputs_mib;
   if (o.no_check) {
     r.check.mode = "skipped";
   } else {
     r.check = check_output(w, o.seed);
     if (!r.check.ok) return r;
-    r.peak_reset = reset_peak_rss() && r.peak_reset;  // the reference's memory is not ours
+    malloc_trim(0);  // hand the reference's freed heap back, so it is not counted as ours
   }
+  r.peak_reset = reset_peak_rss() && r.peak_reset;
+  const double rss_timing = current_rss_mib();
   r.timing = time_calls([&] { attention(w.qv(), w.kv(), w.vv(), w.outv(), w.options(threads)); },
                         o.warmup, o.reps, o.min_time);
-  r.peak_rss_mib = std::max(peak, peak_rss_mib());
+  const double peak_timing = peak_rss_mib();
+  r.peak_rss_mib = std::max(r.peak_rss_mib, peak_timing);
+  r.extra_mib = std::max({0.0, r.extra_mib, peak_timing - rss_timing});
   r.gflops = attention_flops(s, w.causal) / (r.timing.median_ms * 1e-3) * 1e-9;
   r.gbs = w.bytes() / (r.timing.median_ms * 1e-3) * 1e-9;
   return r;
@@ -375,11 +393,12 @@ Json attention_json(const Workload& w, const AttentionRun& r, int threads) {
     j["error"] = r.check.worst;
     return j;
   }
-  j["median_ms"] = r.timing.median_ms, j["min_ms"] = r.timing.min_ms;
+  j["median_ms"] = r.timing.median_ms, j["min_ms"] = r.timing.min_ms,
+  j["mean_ms"] = r.timing.mean_ms;
   j["reps"] = r.timing.reps, j["warmup"] = r.timing.warmup;
   j["gflops"] = r.gflops, j["gbs"] = r.gbs;
   j["peak_rss_mib"] = r.peak_rss_mib, j["rss_inputs_mib"] = r.rss_inputs_mib;
-  j["extra_mib"] = std::max(0.0, r.peak_rss_mib - r.rss_inputs_mib);
+  j["extra_mib"] = r.extra_mib;
   j["peak_reset"] = r.peak_reset;
   return j;
 }
@@ -404,8 +423,8 @@ Sgemm bench_sgemm(Index n, int threads, double min_time) {
     for (float& e : *x) e = uni(rng);
   const Timing t = time_calls(
       [&] {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(n), int(n), int(n), 1.f, a.data(),
-                    int(n), b.data(), int(n), 0.f, c.data(), int(n));
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(n), int(n), int(n), 1.f,
+                    a.data(), int(n), b.data(), int(n), 0.f, c.data(), int(n));
       },
       1, 3, min_time);
   return {n, t.median_ms, 2.0 * double(n) * double(n) * double(n) / (t.median_ms * 1e-3) * 1e-9};
@@ -425,7 +444,8 @@ Copy bench_copy(Index mib, int threads) {
   auto copy_all = [&](bool init) {
 #pragma omp parallel num_threads(threads)
     {
-      const std::size_t t = std::size_t(omp_get_thread_num()), nt = std::size_t(omp_get_num_threads());
+      const std::size_t t = std::size_t(omp_get_thread_num()),
+                        nt = std::size_t(omp_get_num_threads());
       const std::size_t lo = n * t / nt, hi = n * (t + 1) / nt;
       if (init) {  // first touch by the thread that later copies the same pages
         std::memset(src.get() + lo, int(t + 1), hi - lo);
@@ -447,32 +467,39 @@ Copy bench_copy(Index mib, int threads) {
 }
 
 Json sgemm_json(const Sgemm& g, int threads) {
-  return Json{{"kind", "sgemm"}, {"n", g.n}, {"threads", threads}, {"median_ms", g.median_ms},
+  return Json{{"kind", "sgemm"},    {"n", g.n},
+              {"threads", threads}, {"median_ms", g.median_ms},
               {"gflops", g.gflops}, {"openblas_core", openblas_get_corename()}};
 }
 Json copy_json(const Copy& c, int threads) {
-  return Json{{"kind", "copy"}, {"mib", c.mib}, {"threads", threads}, {"copy_gbs", c.best_gbs},
+  return Json{{"kind", "copy"},
+              {"mib", c.mib},
+              {"threads", threads},
+              {"copy_gbs", c.best_gbs},
               {"copy_gbs_median", c.median_gbs}};
 }
 
 void print_ceilings(const BenchOptions& o, bool sgemm, bool copy, int threads) {
   if (sgemm) {
-    if (!o.json) std::fprintf(stderr, "bench: timing OpenBLAS sgemm n=%lld ...\n", (long long)o.sgemm_n);
+    if (!o.json)
+      std::fprintf(stderr, "bench: timing OpenBLAS sgemm n=%lld ...\n", (long long)o.sgemm_n);
     const Sgemm g = bench_sgemm(o.sgemm_n, threads, o.min_time);
     if (o.json)
       std::printf("%s\n", sgemm_json(g, threads).dump().c_str());
     else
-      std::printf("sgemm ceiling: OpenBLAS (%s) n=%lld, %d threads: %.1f GFLOP/s (median %.2f ms)\n",
-                  openblas_get_corename(), (long long)g.n, threads, g.gflops, g.median_ms);
+      std::printf(
+          "sgemm ceiling: OpenBLAS (%s) n=%lld, %d threads: %.1f GFLOP/s (median %.2f ms)\n",
+          openblas_get_corename(), (long long)g.n, threads, g.gflops, g.median_ms);
   }
   if (copy) {
     const Copy c = bench_copy(o.copy_mib, threads);
     if (o.json)
       std::printf("%s\n", copy_json(c, threads).dump().c_str());
     else
-      std::printf("copy bandwidth: %lld MiB buffers, %d threads: %.1f GB/s best, %.1f GB/s median "
-                  "(read + write)\n",
-                  (long long)c.mib, threads, c.best_gbs, c.median_gbs);
+      std::printf(
+          "copy bandwidth: %lld MiB buffers, %d threads: %.1f GB/s best, %.1f GB/s median "
+          "(read + write)\n",
+          (long long)c.mib, threads, c.best_gbs, c.median_gbs);
   }
 }
 
@@ -482,7 +509,12 @@ int resolve_threads(int threads) { return threads > 0 ? threads : omp_get_num_pr
 
 std::string format_ms(double ms) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, ms >= 100 ? "%.0f" : ms >= 10 ? "%.1f" : ms >= 1 ? "%.2f" : "%.3f", ms);
+  std::snprintf(buf, sizeof buf,
+                ms >= 100  ? "%.0f"
+                : ms >= 10 ? "%.1f"
+                : ms >= 1  ? "%.2f"
+                           : "%.3f",
+                ms);
   return buf;
 }
 
@@ -495,28 +527,31 @@ void run_single(const BenchOptions& o) {
     w.D = o.head_dim, w.Dv = o.value_dim ? o.value_dim : o.head_dim;
     w.causal = o.causal;
     if (w.Hq % w.Hkv != 0)
-      throw Error("bench: --heads (" + std::to_string(w.Hq) + ") must be a multiple of --kv-heads (" +
-                  std::to_string(w.Hkv) + ")");
+      throw Error("bench: --heads (" + std::to_string(w.Hq) +
+                  ") must be a multiple of --kv-heads (" + std::to_string(w.Hkv) + ")");
     w.allocate(o.seed);
     if (!o.json)
       std::fprintf(stderr, "bench: %s%s, %d threads, %s: checking, then timing ...\n",
-                   w.shape_label().c_str(), w.causal ? " causal" : "", threads, active_simd_target().c_str());
+                   w.shape_label().c_str(), w.causal ? " causal" : "", threads,
+                   active_simd_target().c_str());
     const AttentionRun r = bench_attention(w, o, threads);
     if (o.json) std::printf("%s\n", attention_json(w, r, threads).dump().c_str());
     if (!r.check.ok)
       throw Error("bench: output differs from the float64 reference: " + r.check.worst +
-                  " (|err| " + std::to_string(r.check.max_err) + " > tol " + std::to_string(r.check.tol) +
-                  ", seed " + std::to_string(o.seed) + ")");
+                  " (|err| " + std::to_string(r.check.max_err) + " > tol " +
+                  std::to_string(r.check.tol) + ", seed " + std::to_string(o.seed) + ")");
     if (!o.json) {
-      std::printf("%-36s %-6s %7s %-10s %10s %9s %6s %8s %7s %9s %9s  %s\n", "shape", "causal", "threads",
-                  "target", "median ms", "min ms", "reps", "GFLOP/s", "GB/s", "peak MiB", "extra MiB", "check");
+      std::printf("%-36s %-6s %7s %-10s %10s %9s %6s %8s %7s %9s %9s  %s\n", "shape", "causal",
+                  "threads", "target", "median ms", "min ms", "reps", "GFLOP/s", "GB/s", "peak MiB",
+                  "extra MiB", "check");
       char check[96];
-      std::snprintf(check, sizeof check, "ok, %s, max err %.1e", r.check.mode.c_str(), r.check.max_err);
-      std::printf("%-36s %-6s %7d %-10s %10s %9s %6d %8.1f %7.1f %9.1f %9.1f  %s\n", w.shape_label().c_str(),
-                  w.causal ? "yes" : "no", threads, active_simd_target().c_str(),
-                  format_ms(r.timing.median_ms).c_str(), format_ms(r.timing.min_ms).c_str(), r.timing.reps,
-                  r.gflops, r.gbs, r.peak_rss_mib, std::max(0.0, r.peak_rss_mib - r.rss_inputs_mib),
-                  o.no_check ? "skipped" : check);
+      std::snprintf(check, sizeof check, "ok, %s, max err %.1e", r.check.mode.c_str(),
+                    r.check.max_err);
+      std::printf("%-36s %-6s %7d %-10s %10s %9s %6d %8.1f %7.1f %9.1f %9.1f  %s\n",
+                  w.shape_label().c_str(), w.causal ? "yes" : "no", threads,
+                  active_simd_target().c_str(), format_ms(r.timing.median_ms).c_str(),
+                  format_ms(r.timing.min_ms).c_str(), r.timing.reps, r.gflops, r.gbs,
+                  r.peak_rss_mib, r.extra_mib, o.no_check ? "skipped" : check);
     }
   }
   const bool both = o.ceilings_only && !o.sgemm && !o.copy;
@@ -579,7 +614,8 @@ bool quick_self_check(const BenchOptions& o, int threads) {
         set_simd_target(target);
         w.run(t);
         const CheckResult c = compare_full(w, ref, tol);
-        if ((!c.ok && worst.ok) || (c.ok == worst.ok && c.max_err / c.tol > worst.max_err / worst.tol)) {
+        if ((!c.ok && worst.ok) ||
+            (c.ok == worst.ok && c.max_err / c.tol > worst.max_err / worst.tol)) {
           worst = c;
           worst_run = target + ", " + std::to_string(t) + " thread" + (t > 1 ? "s" : "");
         }
@@ -587,12 +623,19 @@ bool quick_self_check(const BenchOptions& o, int threads) {
     set_simd_target(o.target);
     failed += !worst.ok;
     if (o.json) {
-      std::printf("%s\n", Json{{"kind", "check"}, {"case", w.name}, {"status", worst.ok ? "pass" : "fail"},
-                              {"max_err", worst.max_err}, {"tol", worst.tol}, {"worst_run", worst_run},
-                              {"worst", worst.worst}}.dump().c_str());
+      std::printf("%s\n", Json{{"kind", "check"},
+                               {"case", w.name},
+                               {"status", worst.ok ? "pass" : "fail"},
+                               {"max_err", worst.max_err},
+                               {"tol", worst.tol},
+                               {"worst_run", worst_run},
+                               {"worst", worst.worst}}
+                              .dump()
+                              .c_str());
     } else {
-      std::printf("  %s  %-28s %-30s max err %.1e (tol %.1e, worst on %s)\n", worst.ok ? "PASS" : "FAIL",
-                  w.name.c_str(), w.shape_label().c_str(), worst.max_err, worst.tol, worst_run.c_str());
+      std::printf("  %s  %-28s %-30s max err %.1e (tol %.1e, worst on %s)\n",
+                  worst.ok ? "PASS" : "FAIL", w.name.c_str(), w.shape_label().c_str(),
+                  worst.max_err, worst.tol, worst_run.c_str());
       if (!worst.ok) std::printf("        %s, seed %u\n", worst.worst.c_str(), o.seed);
     }
   }
@@ -620,7 +663,8 @@ void run_quick(const BenchOptions& base) {
     w.Hq = row.Hq, w.Hkv = row.Hkv, w.Nq = row.Nq, w.Nk = row.Nk, w.D = w.Dv = row.D;
     w.causal = row.causal;
     w.allocate(o.seed);
-    std::fprintf(stderr, "bench: timing %s%s ...\n", w.shape_label().c_str(), w.causal ? " causal" : "");
+    std::fprintf(stderr, "bench: timing %s%s ...\n", w.shape_label().c_str(),
+                 w.causal ? " causal" : "");
     AttentionRun r = bench_attention(w, o, threads);
     timing_checks_pass = timing_checks_pass && r.check.ok;
     if (o.json) std::printf("%s\n", attention_json(w, r, threads).dump().c_str());
@@ -631,23 +675,26 @@ void run_quick(const BenchOptions& base) {
   if (o.json) {
     std::printf("%s\n", sgemm_json(g, threads).dump().c_str());
   } else {
-    std::printf("\ntiming, %d threads, target %s (median of >= %d calls and %.2f s; sgemm ceiling "
-                "%.1f GFLOP/s at n=%lld)\n",
-                threads, active_simd_target().c_str(), o.reps, o.min_time, g.gflops, (long long)g.n);
-    std::printf("  %-36s %-6s %10s %8s %8s %7s %10s\n", "shape", "causal", "median ms", "GFLOP/s", "% sgemm",
-                "GB/s", "extra MiB");
+    std::printf(
+        "\ntiming, %d threads, target %s (median of >= %d calls and %.2f s; sgemm ceiling "
+        "%.1f GFLOP/s at n=%lld)\n",
+        threads, active_simd_target().c_str(), o.reps, o.min_time, g.gflops, (long long)g.n);
+    std::printf("  %-36s %-6s %10s %8s %8s %7s %10s\n", "shape", "causal", "median ms", "GFLOP/s",
+                "% sgemm", "GB/s", "extra MiB");
     for (const auto& [w, r] : results) {
       if (!r.check.ok) {
-        std::printf("  %-36s %-6s FAIL: %s\n", w.shape_label().c_str(), w.causal ? "yes" : "no", r.check.worst.c_str());
+        std::printf("  %-36s %-6s FAIL: %s\n", w.shape_label().c_str(), w.causal ? "yes" : "no",
+                    r.check.worst.c_str());
         continue;
       }
       std::printf("  %-36s %-6s %10s %8.1f %7.1f%% %7.1f %10.1f\n", w.shape_label().c_str(),
                   w.causal ? "yes" : "no", format_ms(r.timing.median_ms).c_str(), r.gflops,
-                  100.0 * r.gflops / g.gflops, r.gbs, std::max(0.0, r.peak_rss_mib - r.rss_inputs_mib));
+                  100.0 * r.gflops / g.gflops, r.gbs, r.extra_mib);
     }
   }
   if (!checks_pass || !timing_checks_pass)
-    throw Error("bench --quick: the fast path disagrees with the float64 reference (see FAIL above)");
+    throw Error(
+        "bench --quick: the fast path disagrees with the float64 reference (see FAIL above)");
 }
 
 // Flag checks whose failure reads as one short line ("--batch: must be >= 1, got 0"); CLI11's
@@ -677,11 +724,17 @@ void add_bench_command(CLI::App& app) {
       "Time the attention engine on one shape (checked against the float64 reference first); "
       "--sgemm/--copy add this machine's ceilings; --quick runs the self-check and a small table");
   std::vector<CLI::Option*> shape_flags{
-      cmd->add_option("--batch", o->batch, "B: batch size")->check(at_least(1))->capture_default_str(),
-      cmd->add_option("--heads", o->heads, "Hq: query heads")->check(at_least(1))->capture_default_str(),
+      cmd->add_option("--batch", o->batch, "B: batch size")
+          ->check(at_least(1))
+          ->capture_default_str(),
+      cmd->add_option("--heads", o->heads, "Hq: query heads")
+          ->check(at_least(1))
+          ->capture_default_str(),
       cmd->add_option("--kv-heads", o->kv_heads, "Hkv: key/value heads (default: --heads)")
           ->check(at_least(1)),
-      cmd->add_option("--q-len", o->q_len, "Nq: query rows")->check(at_least(1))->capture_default_str(),
+      cmd->add_option("--q-len", o->q_len, "Nq: query rows")
+          ->check(at_least(1))
+          ->capture_default_str(),
       cmd->add_option("--kv-len", o->kv_len, "Nk: keys (default: --q-len)")->check(at_least(1)),
       cmd->add_option("--head-dim", o->head_dim, "D: query/key width")
           ->check(at_least(1))
@@ -690,30 +743,38 @@ void add_bench_command(CLI::App& app) {
           ->check(at_least(1)),
       cmd->add_flag("--causal", o->causal, "causal mask (aligned bottom-right)"),
   };
-  cmd->add_option("--threads", o->threads, "threads for the engine and the ceilings (default: every core)")
+  cmd->add_option("--threads", o->threads,
+                  "threads for the engine and the ceilings (default: every core)")
       ->check(at_least(1));
-  cmd->add_option("--reps", o->reps, "timed calls, at least")->check(at_least(1))->capture_default_str();
+  cmd->add_option("--reps", o->reps, "timed calls, at least")
+      ->check(at_least(1))
+      ->capture_default_str();
   cmd->add_option("--warmup", o->warmup, "untimed calls before timing")
       ->check(at_least(0))
       ->capture_default_str();
   cmd->add_option("--min-time", o->min_time, "seconds of timed calls, at least")
       ->check(at_least(0))
       ->capture_default_str();
-  cmd->add_option("--target", o->target, "pin the SIMD target (one of those --quick lists, e.g. AVX2)");
+  cmd->add_option("--target", o->target,
+                  "pin the SIMD target (one of those --quick lists, e.g. AVX2)");
   cmd->add_option("--seed", o->seed, "seed of the random inputs")->capture_default_str();
   cmd->add_flag("--json", o->json, "one JSON object per line on stdout instead of tables");
-  cmd->add_flag("--no-check", o->no_check, "skip the check against the reference (for quick profiling)");
+  cmd->add_flag("--no-check", o->no_check,
+                "skip the check against the reference (for quick profiling)");
   cmd->add_flag("--sgemm", o->sgemm, "also time OpenBLAS cblas_sgemm (the fp32 compute ceiling)");
-  cmd->add_option("--sgemm-n", o->sgemm_n, "sgemm matrix size")->check(at_least(1))->capture_default_str();
+  cmd->add_option("--sgemm-n", o->sgemm_n, "sgemm matrix size")
+      ->check(at_least(1))
+      ->capture_default_str();
   cmd->add_flag("--copy", o->copy, "also measure memory copy bandwidth (the decode ceiling)");
   cmd->add_option("--copy-mib", o->copy_mib, "copy buffer size, MiB")
       ->check(at_least(1))
       ->capture_default_str();
   cmd->add_flag("--ceilings-only", o->ceilings_only,
                 "measure only the ceilings (those of --sgemm/--copy; both when neither is given)");
-  CLI::Option* quick = cmd->add_flag("--quick", o->quick,
-                                     "self-check every SIMD target against the float64 reference on a "
-                                     "dozen small cases, then time a few shapes; exit 1 on any FAIL");
+  CLI::Option* quick =
+      cmd->add_flag("--quick", o->quick,
+                    "self-check every SIMD target against the float64 reference on a "
+                    "dozen small cases, then time a few shapes; exit 1 on any FAIL");
   for (CLI::Option* f : shape_flags) quick->excludes(f);
   quick->excludes("--ceilings-only");
 
