@@ -2,6 +2,7 @@
 // them together and turns every failure into one line on stderr and a non-zero exit.
 #include <cstdio>
 #include <exception>
+#include <string>
 
 #include "commands.hpp"
 #include "jomoim/tensor.hpp"
@@ -10,6 +11,11 @@ int main(int argc, char** argv) {
   CLI::App app{"jomoim — fast, exact, visible transformer attention on CPUs", "jomoim"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "jomoim 0.1.0");
+  // CLI11's own parse errors (missing or unknown options, bad values) get the same one-line
+  // form as every other failure; its default adds a second line pointing at --help.
+  app.failure_message([](const CLI::App*, const CLI::Error& e) {
+    return std::string("jomoim: error: ") + e.what() + "\n";
+  });
   jomoim::cli::add_attend_command(app);
   jomoim::cli::add_bench_command(app);
   try {
