@@ -1,2 +1,282 @@
+// cmd_attend.cpp — `jomoim attend`: one attention call on NumPy .npy files, so that any tool
+// can check the engine against the contracts in DESIGN.md ("Command line").
+//
+// A thin front end: it reads the files, checks what only it knows (ranks, paths, the float32
+// range of --scale), hands views to jomoim::attention — which validates everything else and
+// throws jomoim::Error with a one-line message — and writes the outputs only after the call
+// succeeded. Any refusal therefore leaves the file system as it was.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <limits>
+#include <memory>
+#include <new>
+#include <string>
+#include <span>
+#include <system_error>
+#include <tuple>
+#include <utility>
+#include <vector>
+
 #include "commands.hpp"
-namespace jomoim::cli { void add_attend_command(CLI::App& app) { app.add_subcommand("attend", "(being written)"); } }
+#include "jomoim/attention.hpp"
+#include "jomoim/npy.hpp"
+
+namespace jomoim::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The subcommand's options; their names, defaults and help are in add_attend_command.
+struct AttendOptions {
+  std::string q, k, v, bias;      // input files
+  std::string out, lse, probs;    // output files (lse, probs optional)
+  bool causal = false;
+  double scale = 0;               // used only when --scale is given
+  bool has_scale = false;
+  std::string notation = "paper";
+  int threads = 0;
+  std::vector<std::int64_t> key_lengths;
+};
+
+std::string dims_string(std::span<const std::int64_t> shape) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+// An option and the path given to it, as one name for messages: "--q q.npy".
+struct PathArg {
+  const char* option;
+  const std::string* path;
+  std::string label() const { return std::string(option) + " " + *path; }
+};
+
+// Reads an input file; errors name the option as well as the file.
+NpyArray load(const PathArg& arg) {
+  try {
+    return read_npy(*arg.path);
+  } catch (const Error& e) {
+    throw Error(std::string(arg.option) + " " + e.what());
+  }
+}
+
+// Q, K and V must be rank 4; `layout` names the dimensions in the chosen notation.
+ConstTensor4 rank4_view(const PathArg& arg, const NpyArray& a, const std::string& layout) {
+  if (a.shape.size() != 4)
+    throw Error(arg.label() + ": expected a rank-4 array " + layout + ", got shape " +
+                dims_string(a.shape) + " (rank " + std::to_string(a.shape.size()) + ")");
+  return ConstTensor4::contiguous(a.data.data(), {a.shape[0], a.shape[1], a.shape[2], a.shape[3]});
+}
+
+// The bias as a rank-4 view under NumPy's broadcasting rules: its shape is aligned to the
+// right of [B, Hq, Nq, Nk] and missing leading dimensions count as 1. attention() then checks
+// that each dimension is 1 or full.
+ConstTensor4 bias_view(const PathArg& arg, const NpyArray& a) {
+  if (a.shape.size() > 4)
+    throw Error(arg.label() + ": expected rank 0 to 4 (broadcastable to [B, Hq, Nq, Nk]), got shape " +
+                dims_string(a.shape) + " (rank " + std::to_string(a.shape.size()) + ")");
+  std::array<std::int64_t, 4> shape = {1, 1, 1, 1};
+  std::copy(a.shape.begin(), a.shape.end(), shape.end() - a.shape.size());
+  return ConstTensor4::contiguous(a.data.data(), shape);
+}
+
+// An output buffer of the given shape, or an Error naming the option if it cannot exist.
+std::vector<float> allocate(const char* option, std::span<const std::int64_t> shape) {
+  std::int64_t n = 1;
+  for (const std::int64_t d : shape)
+    if (__builtin_mul_overflow(n, d, &n) || n > std::int64_t(PTRDIFF_MAX / sizeof(float)))
+      throw Error(std::string(option) + ": an output of shape " + dims_string(shape) + " is too large");
+  try {
+    return std::vector<float>(std::size_t(n));
+  } catch (const std::bad_alloc&) {
+    throw Error(std::string(option) + ": not enough memory for an output of shape " + dims_string(shape) +
+                " (" + std::to_string(n * 4) + " bytes)");
+  }
+}
+
+// True when two paths name the same file: equal after resolving ".", ".." and symbolic links,
+// or the same inode (hard links) when both exist.
+bool same_file(const std::string& a, const std::string& b) {
+  std::error_code ec1, ec2;
+  if (fs::exists(a, ec1) && fs::exists(b, ec2)) {
+    std::error_code ec;
+    if (fs::equivalent(a, b, ec)) return true;
+  }
+  std::error_code ea, eb;
+  const fs::path ca = fs::weakly_canonical(a, ea), cb = fs::weakly_canonical(b, eb);
+  return !ea && !eb && ca == cb;
+}
+
+// Output paths: each different from every input and from each other (or a later write would
+// clobber an earlier file), in an existing directory, and not themselves a directory. Checked
+// before any work, so a long computation is not wasted on a path that cannot be written.
+void check_output_paths(const std::vector<PathArg>& inputs, const std::vector<PathArg>& outputs) {
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    const PathArg& o = outputs[i];
+    for (const PathArg& in : inputs)
+      if (same_file(*o.path, *in.path))
+        throw Error(o.label() + ": is also the " + in.option + " input; write the output to another file");
+    for (std::size_t j = 0; j < i; ++j)
+      if (same_file(*o.path, *outputs[j].path))
+        throw Error(o.label() + ": is also the " + outputs[j].option + " output; give each output its own file");
+    const fs::path p(*o.path);
+    std::error_code ec;
+    if (!p.has_filename() || fs::is_directory(p, ec))
+      throw Error(o.label() + ": is a directory, not a file name");
+    const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+    if (!fs::is_directory(dir, ec))
+      throw Error(o.label() + ": the directory '" + dir.string() + "' does not exist");
+  }
+}
+
+void run_attend(const AttendOptions& o) {
+  AttentionOptions opts;
+  opts.notation = parse_notation(o.notation);
+  const bool col = opts.notation == Notation::col3b1b;
+  opts.causal = o.causal;
+  if (o.threads < 0)
+    throw Error("--threads: expected 0 (OpenMP's default) or a positive count, got " + std::to_string(o.threads));
+  opts.threads = o.threads;
+  if (o.has_scale) {
+    // Checked here, not only by attention(): converting a double beyond float's range to
+    // float is undefined behaviour.
+    if (!std::isfinite(o.scale) || std::fabs(o.scale) > std::numeric_limits<float>::max())
+      throw Error("--scale: expected a finite float32 number, got " + std::to_string(o.scale));
+    opts.scale = float(o.scale);
+  }
+  opts.key_lengths = o.key_lengths;
+
+  const PathArg q_arg{"--q", &o.q}, k_arg{"--k", &o.k}, v_arg{"--v", &o.v}, bias_arg{"--bias", &o.bias};
+  const PathArg out_arg{"--out", &o.out}, lse_arg{"--lse", &o.lse}, probs_arg{"--probs", &o.probs};
+  std::vector<PathArg> inputs = {q_arg, k_arg, v_arg};
+  if (!o.bias.empty()) inputs.push_back(bias_arg);
+  std::vector<PathArg> outputs = {out_arg};
+  if (!o.lse.empty()) outputs.push_back(lse_arg);
+  if (!o.probs.empty()) outputs.push_back(probs_arg);
+  check_output_paths(inputs, outputs);
+
+  const std::string in_notation = col ? " in 3b1b notation" : "";
+  const NpyArray q = load(q_arg), k = load(k_arg), v = load(v_arg);
+  const ConstTensor4 qv = rank4_view(q_arg, q, (col ? "[B, Hq, D, Nq]" : "[B, Hq, Nq, D]") + in_notation);
+  const ConstTensor4 kv = rank4_view(k_arg, k, (col ? "[B, Hkv, D, Nk]" : "[B, Hkv, Nk, D]") + in_notation);
+  const ConstTensor4 vv = rank4_view(v_arg, v, (col ? "[B, Hkv, Dv, Nk]" : "[B, Hkv, Nk, Dv]") + in_notation);
+  NpyArray bias;
+  if (!o.bias.empty()) {
+    bias = load(bias_arg);
+    opts.bias = bias_view(bias_arg, bias);
+  }
+
+  // The shapes of every output; check_attention_args refuses inconsistent inputs first, so
+  // the dimensions read below are the validated ones.
+  const AttentionShape s = check_attention_args(qv, kv, vv, nullptr, opts);
+  const std::vector<std::int64_t> out_shape =
+      col ? std::vector<std::int64_t>{s.B, s.Hq, s.Dv, s.Nq} : std::vector<std::int64_t>{s.B, s.Hq, s.Nq, s.Dv};
+  const std::vector<std::int64_t> lse_shape = {s.B, s.Hq, s.Nq};
+  const std::vector<std::int64_t> probs_shape = {s.B, s.Hq, s.Nq, s.Nk};
+  std::vector<float> out = allocate("--out", out_shape), lse, probs;
+  if (!o.lse.empty()) {
+    lse = allocate("--lse", lse_shape);
+    opts.lse = Tensor3::contiguous(lse.data(), {s.B, s.Hq, s.Nq});
+  }
+  if (!o.probs.empty()) {
+    probs = allocate("--probs", probs_shape);
+    opts.probs = Tensor4::contiguous(probs.data(), {s.B, s.Hq, s.Nq, s.Nk});
+  }
+  attention(qv, kv, vv, Tensor4::contiguous(out.data(), {out_shape[0], out_shape[1], out_shape[2], out_shape[3]}),
+            opts);
+
+  // All or nothing: each file is written atomically, and if a later one fails the earlier
+  // ones of this run are removed again.
+  const std::vector<std::tuple<PathArg, const std::vector<std::int64_t>*, const std::vector<float>*>> files = {
+      {out_arg, &out_shape, &out}, {lse_arg, &lse_shape, &lse}, {probs_arg, &probs_shape, &probs}};
+  std::vector<std::string> written;
+  for (const auto& [arg, shape, data] : files) {
+    if (arg.path->empty()) continue;
+    try {
+      write_npy(*arg.path, *shape, data->data());
+    } catch (const Error& e) {
+      for (const std::string& p : written) {
+        std::error_code ec;
+        fs::remove(p, ec);
+      }
+      throw Error(std::string(arg.option) + " " + e.what());
+    }
+    written.push_back(*arg.path);
+  }
+}
+
+}  // namespace
+
+void add_attend_command(CLI::App& app) {
+  auto o = std::make_shared<AttendOptions>();
+  // An empty path would otherwise read as "option not given" for the optional files.
+  const CLI::Validator file_name(
+      [](std::string& s) { return s.empty() ? std::string("expected a file name, got ''") : std::string(); }, "");
+  CLI::App* cmd = app.add_subcommand(
+      "attend",
+      "Exact scaled dot-product attention on .npy files: OUT = softmax(Q K^T * scale + BIAS, masked) V");
+  cmd->add_option("--q", o->q, "queries, float32 .npy: [B, Hq, Nq, D] ([B, Hq, D, Nq] in 3b1b notation)")
+      ->required()
+      ->type_name("Q.npy")
+      ->check(file_name);
+  cmd->add_option("--k", o->k, "keys, float32 .npy: [B, Hkv, Nk, D] ([B, Hkv, D, Nk] in 3b1b notation)")
+      ->required()
+      ->type_name("K.npy")
+      ->check(file_name);
+  cmd->add_option("--v", o->v, "values, float32 .npy: [B, Hkv, Nk, Dv] ([B, Hkv, Dv, Nk] in 3b1b notation)")
+      ->required()
+      ->type_name("V.npy")
+      ->check(file_name);
+  cmd->add_flag("--causal", o->causal,
+                "causal mask aligned bottom-right: query i sees key j iff j <= i + (Nk - Nq) "
+                "(with --key-lengths, Nk is that batch's length)");
+  CLI::Option* scale = cmd->add_option("--scale", o->scale,
+                                       "multiplies Q K^T before the softmax; finite (default 1/sqrt(D))")
+                           ->type_name("S");
+  cmd->add_option("--bias", o->bias,
+                  "additive float32 bias broadcastable (NumPy rules, rank 0 to 4) to [B, Hq, Nq, Nk] in "
+                  "either notation; -inf masks a key")
+      ->type_name("BIAS.npy")
+      ->check(file_name);
+  cmd->add_option("--notation", o->notation,
+                  "paper: rows are tokens ([B, H, N, D]); 3b1b: columns are tokens ([B, H, D, N]) for Q, K, V "
+                  "and OUT (BIAS, LSE, PROBS keep the paper layout)")
+      ->type_name("paper|3b1b")
+      ->capture_default_str();
+  cmd->add_option("--out", o->out, "output, float32 .npy: [B, Hq, Nq, Dv] ([B, Hq, Dv, Nq] in 3b1b notation)")
+      ->required()
+      ->type_name("OUT.npy")
+      ->check(file_name);
+  cmd->add_option("--lse", o->lse,
+                  "also write each row's natural-log log-sum-exp of its scaled, biased scores: [B, Hq, Nq] "
+                  "(-inf where every key is masked)")
+      ->type_name("LSE.npy")
+      ->check(file_name);
+  cmd->add_option("--probs", o->probs,
+                  "also write the softmax weights: [B, Hq, Nq, Nk] (the full score matrix: B*Hq*Nq*Nk floats)")
+      ->type_name("P.npy")
+      ->check(file_name);
+  cmd->add_option("--threads", o->threads, "worker threads; 0 = OpenMP's default (all cores)")
+      ->type_name("N")
+      ->capture_default_str();
+  cmd->add_option("--key-lengths", o->key_lengths,
+                  "valid keys per batch entry, B comma-separated counts in 0..Nk; keys j >= L_b of batch b "
+                  "are masked (padded sequences)")
+      ->type_name("L0,L1,...")
+      ->delimiter(',');
+  cmd->footer(
+      "Q and K are not interchangeable: the softmax runs over the keys of each query.\n"
+      "Hq must be a multiple of Hkv: query head h reads key/value head h / (Hq / Hkv) (grouped-query).\n"
+      "A query row whose keys are all masked gives zeros (and log-sum-exp -inf).\n"
+      "Files are float32, C order. Bad input is refused with one line on stderr and a non-zero exit;\n"
+      "outputs are written only when everything succeeded, each atomically.");
+  cmd->callback([o, scale] {
+    o->has_scale = scale->count() > 0;
+    run_attend(*o);
+  });
+}
+
+}  // namespace jomoim::cli
