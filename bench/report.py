@@ -171,6 +171,11 @@ def render(records):
           + ("; copy bandwidth per pass (GB/s): " + ", ".join(f"{r['copy_gbs']:.1f}" for r in copy) if copy else "")
           + ".")
     total_steal = sum(r.get("steal_s", 0) for r in records)
+    loads = sorted(r["load1"] for r in records if "load1" in r)
+    if loads:
+        p(f"1-minute load average as each measurement started: median {statistics.median(loads):.1f}, "
+          f"range {loads[0]:.1f}–{loads[-1]:.1f} (a measurement itself adds up to {threads}; more means other "
+          f"work shared the cores).")
     p(f"Hypervisor steal time during the measurements: {total_steal:.0f} s in all.")
     noisy = sorted(((g.spread, k) for k, g in groups.items() if g.spread > 1.25), reverse=True)
     multi = sum(1 for g in groups.values() if len(g.ok_runs) > 1)

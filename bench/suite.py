@@ -85,9 +85,15 @@ def steal_seconds():
     return int(fields[8]) / os.sysconf("SC_CLK_TCK")
 
 
+def load_average():
+    """1-minute load average: other work on the machine while a measurement starts."""
+    with open("/proc/loadavg") as f:
+        return float(f.read().split()[0])
+
+
 def run_one(cmd, env, timeout_s, fallback):
     """Runs a command that prints one JSON line; failures become a record with status 'error'."""
-    steal0, t0 = steal_seconds(), time.monotonic()
+    load, steal0, t0 = load_average(), steal_seconds(), time.monotonic()
     try:
         p = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=timeout_s)
         lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
@@ -100,7 +106,7 @@ def run_one(cmd, env, timeout_s, fallback):
     wall, steal = time.monotonic() - t0, steal_seconds() - steal0
     for r in records:
         r.setdefault("status", "ok")
-        r.update(process_s=round(wall, 2), steal_s=round(steal, 2))
+        r.update(process_s=round(wall, 2), steal_s=round(steal, 2), load1=load)
     return records
 
 
