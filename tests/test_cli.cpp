@@ -465,7 +465,7 @@ std::vector<BadInput> bad_inputs() {
       {"KeyLengthNotANumber", with(g, "--key-lengths", "x"), "--key-lengths"},
       {"ScaleNaN", with(g, "--scale", "nan"), "--scale: expected a finite float32 number"},
       {"ScaleInfinite", with(g, "--scale", "inf"), "--scale: expected a finite float32 number"},
-      {"ScaleBeyondFloat", with(g, "--scale", "1e39"), "--scale: expected a finite float32 number"},
+      {"ScaleBeyondFloat", with(g, "--scale", "1e39"), "--scale: expected a finite float32 number, got 1e+39"},
       {"ScaleNotANumber", with(g, "--scale", "big"), "--scale"},
       {"ThreadsNegative", with(g, "--threads", "-1"), "--threads: expected 0 (OpenMP's default) or a positive count, got -1"},
       {"ThreadsNotANumber", with(g, "--threads", "two"), "--threads"},

@@ -115,7 +115,9 @@ TEST_P(NpyRoundTrip, WriteThenReadGivesTheSameShapeAndBits) {
   const NpyArray a = read_npy(p);
   EXPECT_EQ(a.shape, shape);
   ASSERT_EQ(a.data.size(), data.size());
-  if (!data.empty()) EXPECT_EQ(0, std::memcmp(a.data.data(), data.data(), data.size() * 4));  // bitwise
+  if (!data.empty()) {
+    EXPECT_EQ(0, std::memcmp(a.data.data(), data.data(), data.size() * 4));  // bitwise
+  }
   EXPECT_EQ(dir.listing(), std::vector<std::string>{"a.npy"});  // no temporary file left
 
   // The same through parse_npy, and through the NpyArray overload of the writer.

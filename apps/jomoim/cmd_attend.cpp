@@ -9,6 +9,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <limits>
 #include <memory>
@@ -143,8 +144,11 @@ void run_attend(const AttendOptions& o) {
   if (o.has_scale) {
     // Checked here, not only by attention(): converting a double beyond float's range to
     // float is undefined behaviour.
-    if (!std::isfinite(o.scale) || std::fabs(o.scale) > std::numeric_limits<float>::max())
-      throw Error("--scale: expected a finite float32 number, got " + std::to_string(o.scale));
+    if (!std::isfinite(o.scale) || std::fabs(o.scale) > std::numeric_limits<float>::max()) {
+      char given[32];
+      std::snprintf(given, sizeof given, "%g", o.scale);
+      throw Error(std::string("--scale: expected a finite float32 number, got ") + given);
+    }
     opts.scale = float(o.scale);
   }
   opts.key_lengths = o.key_lengths;
