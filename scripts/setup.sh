@@ -13,7 +13,7 @@ packages=(
   libcli11-dev nlohmann-json3-dev                # command line, JSON
   libgtest-dev libgmock-dev libbenchmark-dev     # GoogleTest, Google Benchmark
   python3 python3-numpy                          # NumPy interop tests (Debian's /usr/bin/python3)
-  clang libclang-rt-14-dev                       # libFuzzer targets
+  clang libclang-rt-14-dev libomp-dev            # libFuzzer targets (clang + its OpenMP)
 )
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(python3-torch libjemalloc2 nodejs npm)
