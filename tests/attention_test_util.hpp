@@ -266,6 +266,13 @@ struct Case {
   std::vector<int> threads{1, 2};
 };
 
+// A case with the given dimensions and every other setting at its default.
+inline Case make(Dims n) {
+  Case c;
+  c.n = n;
+  return c;
+}
+
 inline void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
 // [B, Hq, Nq, Nk] with the broadcast dimensions of the kind set to 1.
