@@ -516,7 +516,11 @@ void MergeItem(const Problem& p, const Plan& plan, std::int64_t item, const Part
 }
 
 void RunAttention(const Problem& p, const Plan& plan) {
-  Partials parts;
+  // Kept per calling thread and only ever grown: repeated decode calls allocate nothing. The
+  // workers must use the caller's instance, hence the reference (a thread_local named inside
+  // the parallel loop would be each worker's own).
+  static thread_local Partials callers_partials;
+  Partials& parts = callers_partials;
   if (plan.splits > 1) {
     parts.dvp = RoundUp(size_t(p.s.Dv), hn::Lanes(DF()));
     parts.m.resize(size_t(plan.units()) * kBlockQ);
