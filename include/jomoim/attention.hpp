@@ -30,8 +30,8 @@
 // is not contiguous along D, a packed value tile when V is not, the 64 x 64 score tile, the
 // output accumulator; about 180 KiB at D = Dv = 128), allocated on the thread's first call
 // and reused by later calls. The decode path (few query rows, many keys, several threads)
-// adds per call one buffer of partial results of units * 64 * (Dv + 2) floats, where units is
-// below 8 * threads. The probs output is the only N x N memory, and it is the caller's.
+// also keeps, per calling thread and likewise reused, a buffer of partial results of
+// units * 64 * (Dv + 2) floats, where units is below 8 * threads. The probs output is the only N x N memory, and it is the caller's.
 // attention_reference() allocates Nk doubles and its B*Hq*Nq*(Dv + Nk + 1) result.
 //
 // Threads: OpenMP, over batch x kv-head x query-block work items (keys too when there are too
