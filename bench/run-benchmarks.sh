@@ -3,8 +3,8 @@
 # ceiling on the shapes of BENCHMARKS.md, same machine, same threads, one interleaved run; then
 # rewrites BENCHMARKS.md. Not part of the tests.
 #
-#   bash bench/run-benchmarks.sh                 3 passes over every shape (about an hour on 2 cores)
-#   bash bench/run-benchmarks.sh --quick         skips the (1,32,4096,128) shapes, 1 pass
+#   bash bench/run-benchmarks.sh                 3 passes over every shape (about 30 minutes on 2 cores)
+#   bash bench/run-benchmarks.sh --quick         skips the (1,32,4096,128) shapes, 1 pass (about 5 minutes)
 #   bash bench/run-benchmarks.sh --passes 5 --threads 2 --only '(1,12,512,64)'
 #   bash bench/run-benchmarks.sh --report [FILE] only re-renders BENCHMARKS.md from bench/results/
 #                                                (default: the latest run)

@@ -185,6 +185,17 @@ def measurements(shape, args):
     return out
 
 
+def summary(r):
+    """One measurement in a few words, for the progress lines."""
+    if r.get("status") != "ok":
+        return f"{r.get('status')}: {str(r.get('error', ''))[:120]}"
+    if r.get("kind") == "sgemm":
+        return f"sgemm {r['gflops']:.0f} GFLOP/s"
+    if r.get("kind") == "copy":
+        return f"copy {r['copy_gbs']:.1f} GB/s"
+    return f"{r['median_ms']:.3f} ms"
+
+
 def progress(text):
     print(f"[bench] {text}", file=sys.stderr, flush=True)
 
@@ -228,28 +239,27 @@ def main():
             log.flush()
 
         log.write(json.dumps(records[0]) + "\n")
+        ceilings = [args.jomoim, "bench", "--ceilings-only", "--json", "--threads", str(args.threads)]
         for pass_no in range(1, args.passes + 1):
-            progress(f"pass {pass_no} of {args.passes}: ceilings")
-            ceil = run_one([args.jomoim, "bench", "--ceilings-only", "--json", "--threads", str(args.threads)],
-                           base_env(), args.timeout, dict(kind="ceilings"))
-            for r in ceil:
-                r["pass"] = pass_no
-            keep(ceil)
+            progress(f"pass {pass_no} of {args.passes}")
             for shape_no, shape in enumerate(suite):
-                runs = measurements(shape, args)
+                # The ceilings are measured with every shape, so that their best and their drift are
+                # known over the whole run, not from one moment of it.
+                runs = [("ceilings", ceilings, base_env(), dict(kind="ceilings"))]
+                runs += measurements(shape, args)
                 if pass_no % 2 == 0:
                     runs.reverse()  # no program always runs right after the same neighbour
                 for label, cmd, env, fallback in runs:
                     rs = run_one(cmd, env, args.timeout, fallback)
                     for r in rs:
                         r.update({"pass": pass_no, "shape_no": shape_no})
-                        r.setdefault("impl", fallback["impl"])
-                        r.setdefault("variant", fallback["variant"])
+                        if r.get("kind") in (None, "attention"):
+                            r.setdefault("impl", fallback["impl"])
+                            r.setdefault("variant", fallback["variant"])
                     keep(rs)
-                    r = rs[0]
-                    what = f"{r['median_ms']:.3f} ms" if "median_ms" in r else r.get("error", "")[:120]
-                    progress(f"pass {pass_no} {report.shape_label(fallback)}{' causal' if shape['causal'] else ''} "
-                             f"{label}: {r['status']} {what}")
+                    what = "; ".join(summary(r) for r in rs)
+                    progress(f"pass {pass_no} {report.shape_label(shape)}{' causal' if shape['causal'] else ''} "
+                             f"{label}: {what}")
         end = dict(kind="end", date_end=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
         keep([end])
     latest = results_dir / "latest.jsonl"
