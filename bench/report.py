@@ -199,27 +199,34 @@ def render(records):
             gb = sorted(r["copy_gbs"] for r in copy)
             line += (f"; copy bandwidth (GB/s): lowest {gb[0]:.1f}, median {statistics.median(gb):.1f}, "
                      f"best {gb[-1]:.1f}")
-        p(line + ". The spread is the machine's, not the programs'.")
+        p("- " + line + ". The spread is the machine's, not the programs'.")
     total_steal = sum(r.get("steal_s", 0) for r in records)
     loads = sorted(r["load1"] for r in records if "load1" in r)
     if loads:
-        p(f"1-minute load average as each measurement started: median {statistics.median(loads):.1f}, "
+        p(f"- 1-minute load average as each measurement started: median {statistics.median(loads):.1f}, "
           f"range {loads[0]:.1f}–{loads[-1]:.1f} (a measurement itself adds up to {threads}; more means other "
           f"work shared the cores).")
-    p(f"Hypervisor steal time during the measurements: {total_steal:.0f} s in all.")
+    p(f"- Hypervisor steal time during the measurements: {total_steal:.0f} s in all.")
+    # How much each program suffers from the drift: its typical slowest-over-fastest pass ratio.
+    sensitivity = []
+    for impl, variant in [("jomoim", "")] + PEERS:
+        spreads = [g.spread for (i, v, _), g in groups.items() if (i, v) == (impl, variant) and len(g.ok_runs) > 1]
+        if spreads:
+            sensitivity.append(f"{peer_name(impl, variant) or 'jomoim'} ×{statistics.median(spreads):.2f}")
+    if sensitivity:
+        p("- Slowest over fastest pass, median over shapes: " + ", ".join(sensitivity) + ".")
     noisy = sorted(((g.spread, k) for k, g in groups.items() if g.spread > 1.25), reverse=True)
     multi = sum(1 for g in groups.values() if len(g.ok_runs) > 1)
     if multi:
-        p(f"{len(noisy)} of {multi} (program, shape) pairs had pass medians more than 25% apart"
-          + (":" if noisy else "."))
-        p("")
+        p(f"- {len(noisy)} of {multi} (program, shape) pairs had pass medians more than 25% apart"
+          + (", the widest:" if noisy else "."))
         for spread, (impl, variant, key) in noisy[:15]:
             g = groups[(impl, variant, key)]
-            p(f"- {peer_name(impl, variant) or 'jomoim'}, {shape_label(shape_rec[key])}"
+            p(f"  - {peer_name(impl, variant) or 'jomoim'}, {shape_label(shape_rec[key])}"
               f"{' causal' if key[-1] else ''}: " + " / ".join(fmt_ms(r["median_ms"]) for r in g.ok_runs)
               + " ms by pass" + f" (×{spread:.2f})")
         if len(noisy) > 15:
-            p(f"- … and {len(noisy) - 15} more")
+            p(f"  - … and {len(noisy) - 15} more")
     p("")
 
     bad = [r for r in records if r.get("status") in ("error", "wrong")]
@@ -238,6 +245,7 @@ def render(records):
 
     p("## Machine")
     p("")
+    p(f"- Measured {machine.get('date_start', '?')} to {end.get('date_end', '?')}")
     p(f"- {machine.get('cpu', '?')}, {machine.get('cores', '?')} cores, {machine.get('mem_gib', '?')} GiB, "
       f"{machine.get('os', '?')}, Linux {machine.get('kernel', '?')}; a shared VM")
     p(f"- jomoim {machine.get('jomoim_commit', '?')} built with g++ {machine.get('gxx', '?')} (Release, run-time "
