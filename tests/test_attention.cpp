@@ -117,7 +117,7 @@ std::vector<Case> table() {
     Case e = make({1, 2, 1, 113, 1025, 59, 80});
     add("seq", e);
   }
-  // Tile boundaries (Bq = Bk = 64).
+  // Tile boundaries (the default tiles: Bq = Bk = 64).
   for (auto [nq, nk] : {std::pair<I64, I64>{63, 63}, {64, 64}, {65, 65}, {127, 129}, {129, 127},
                         {64, 65}, {65, 64}, {63, 129}, {129, 63}, {128, 128}})
     for (bool causal : {false, true}) {
@@ -126,6 +126,23 @@ std::vector<Case> table() {
       c.causal = causal;
       add("tile", c);
     }
+  // Wide tiles (256 query rows x 32 keys: non-causal, D >= 128, Nq >= 256, Nk >= 512; see
+  // plan.hpp): block and tile edges, GQA, bias with -inf, key lengths, probs, columns (K and V
+  // packed because they are not contiguous along D), Dv not a whole number of vectors.
+  {
+    Case a = make({1, 2, 1, 257, 513, 128, 128});
+    a.bias = BiasKind::rows;
+    a.bias_mask = BiasMask::random;
+    add("wide", a);
+    Case b = make({2, 4, 2, 300, 600, 128, 72});
+    b.key_lengths = KeyLens::mixed;
+    b.want_probs = false;
+    add("wide", b);
+    Case c = make({1, 2, 2, 256, 520, 130, 128});
+    c.notation = Notation::col3b1b;
+    c.q_layout = c.k_layout = c.v_layout = c.out_layout = L::cols();
+    add("wide", c);
+  }
   // Grouped-query ratios 1, 2, 4, 8, with few queries (stacked heads) and many.
   for (I64 r : {1, 2, 4, 8})
     for (I64 nq : {1, 3, 9, 70}) {

@@ -50,501 +50,516 @@ constexpr size_t kNV = 2;
 constexpr size_t kMR = 4;
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-// c[r][x] = sum_d a[r][d] * bt[d][x] for r < MR, x < NV vectors.
-//   a [MR, depth] (row stride lda, read by broadcasts, any alignment or sign of stride),
-//   bt [depth, *] (row stride ldb, aligned), c [MR, *] (row stride ldc, aligned).
-// Used for S^T = K Q^T (a = keys, bt = Q^T).
-template <size_t MR, size_t NV>
-HWY_INLINE void BroadcastMicro(const float* HWY_RESTRICT a, std::ptrdiff_t lda, const float* HWY_RESTRICT bt,
-                               size_t ldb, float* HWY_RESTRICT c, size_t ldc, size_t depth) {
-  const DF df;
-  const size_t L = hn::Lanes(df);
-  VF acc[MR][NV];
-  for (size_t r = 0; r < MR; ++r)
-    for (size_t x = 0; x < NV; ++x) acc[r][x] = hn::Zero(df);
-  for (size_t d = 0; d < depth; ++d) {
-    VF bv[NV];
-    for (size_t x = 0; x < NV; ++x) bv[x] = hn::Load(df, bt + d * ldb + x * L);
-    for (size_t r = 0; r < MR; ++r) {
-      const VF ab = hn::Set(df, a[std::ptrdiff_t(r) * lda + std::ptrdiff_t(d)]);
-      for (size_t x = 0; x < NV; ++x) acc[r][x] = hn::MulAdd(ab, bv[x], acc[r][x]);
+// Everything below is instantiated for two tile shapes (see plan.hpp): kBlockQ query rows
+// by kBlockK keys.
+template <std::int64_t kBlockQ, std::int64_t kBlockK>
+struct Tiled {
+
+  // c[r][x] = sum_d a[r][d] * bt[d][x] for r < MR, x < NV vectors.
+  //   a [MR, depth] (row stride lda, read by broadcasts, any alignment or sign of stride),
+  //   bt [depth, *] (row stride ldb, aligned), c [MR, *] (row stride ldc, aligned).
+  // Used for S^T = K Q^T (a = keys, bt = Q^T).
+  template <size_t MR, size_t NV>
+  static HWY_INLINE void BroadcastMicro(const float* HWY_RESTRICT a, std::ptrdiff_t lda, const float* HWY_RESTRICT bt,
+                                 size_t ldb, float* HWY_RESTRICT c, size_t ldc, size_t depth) {
+    const DF df;
+    const size_t L = hn::Lanes(df);
+    VF acc[MR][NV];
+    for (size_t r = 0; r < MR; ++r)
+      for (size_t x = 0; x < NV; ++x) acc[r][x] = hn::Zero(df);
+    for (size_t d = 0; d < depth; ++d) {
+      VF bv[NV];
+      for (size_t x = 0; x < NV; ++x) bv[x] = hn::Load(df, bt + d * ldb + x * L);
+      for (size_t r = 0; r < MR; ++r) {
+        const VF ab = hn::Set(df, a[std::ptrdiff_t(r) * lda + std::ptrdiff_t(d)]);
+        for (size_t x = 0; x < NV; ++x) acc[r][x] = hn::MulAdd(ab, bv[x], acc[r][x]);
+      }
+    }
+    for (size_t r = 0; r < MR; ++r)
+      for (size_t x = 0; x < NV; ++x) hn::Store(acc[r][x], df, c + r * ldc + x * L);
+  }
+
+  template <size_t MR>
+  static HWY_INLINE void ScoreKeys(const float* k, std::ptrdiff_t ldk, const float* qt, size_t cols, float* st, size_t depth) {
+    const size_t L = hn::Lanes(DF());
+    size_t x = 0;
+    for (; x + kNV * L <= cols; x += kNV * L) BroadcastMicro<MR, kNV>(k, ldk, qt + x, kBlockQ, st + x, kBlockQ, depth);
+    for (; x < cols; x += L) BroadcastMicro<MR, 1>(k, ldk, qt + x, kBlockQ, st + x, kBlockQ, depth);
+  }
+
+  // S^T [keys, cols] = K [keys, D] * Q^T [D, cols]; cols = rows rounded up to whole vectors.
+  static HWY_INLINE void ScoreTile(const float* k, std::ptrdiff_t ldk, size_t keys, const float* qt, size_t cols,
+                            float* st, size_t depth) {
+    size_t j = 0;
+    for (; j + kMR <= keys; j += kMR) ScoreKeys<kMR>(k + std::ptrdiff_t(j) * ldk, ldk, qt, cols, st + j * kBlockQ, depth);
+    for (; j < keys; ++j) ScoreKeys<1>(k + std::ptrdiff_t(j) * ldk, ldk, qt, cols, st + j * kBlockQ, depth);
+  }
+
+  // Few query rows (decode): s[r][j] = q[r] . k[j], one key row at a time, vectorised over D.
+  // Each key is read once for all R rows; for 1..8 rows this beats the broadcast kernel, whose
+  // vectors over rows would be mostly empty. Needs K's D-stride to be 1. The scores stay in row
+  // layout S [rows, kBlockK] (softmax along each row), not S^T.
+  //   q [R, depth] (row stride ldq), k [keys, depth] (row stride ldk), s [R, kBlockK].
+  template <size_t R>
+  static HWY_INLINE void ScoreRowsDirect(const float* HWY_RESTRICT q, size_t ldq, const float* HWY_RESTRICT k,
+                                  std::ptrdiff_t ldk, size_t keys, float* HWY_RESTRICT s, size_t depth) {
+    const DF df;
+    const size_t L = hn::Lanes(df);
+    const size_t whole = depth / L * L;
+    for (size_t j = 0; j < keys; ++j) {
+      const float* kr = k + std::ptrdiff_t(j) * ldk;
+      VF acc[R];
+      for (size_t r = 0; r < R; ++r) acc[r] = hn::Zero(df);
+      for (size_t d = 0; d < whole; d += L) {
+        const VF kv = hn::LoadU(df, kr + d);
+        for (size_t r = 0; r < R; ++r) acc[r] = hn::MulAdd(hn::LoadU(df, q + r * ldq + d), kv, acc[r]);
+      }
+      for (size_t r = 0; r < R; ++r) {
+        float dot = hn::GetLane(hn::SumOfLanes(df, acc[r]));
+        for (size_t d = whole; d < depth; ++d) dot += q[r * ldq + d] * kr[d];
+        s[r * kBlockK + j] = dot;
+      }
     }
   }
-  for (size_t r = 0; r < MR; ++r)
-    for (size_t x = 0; x < NV; ++x) hn::Store(acc[r][x], df, c + r * ldc + x * L);
-}
 
-template <size_t MR>
-HWY_INLINE void ScoreKeys(const float* k, std::ptrdiff_t ldk, const float* qt, size_t cols, float* st, size_t depth) {
-  const size_t L = hn::Lanes(DF());
-  size_t x = 0;
-  for (; x + kNV * L <= cols; x += kNV * L) BroadcastMicro<MR, kNV>(k, ldk, qt + x, kBlockQ, st + x, kBlockQ, depth);
-  for (; x < cols; x += L) BroadcastMicro<MR, 1>(k, ldk, qt + x, kBlockQ, st + x, kBlockQ, depth);
-}
+  // Blocks of at most this many rows take the direct path.
+  static constexpr std::int64_t kDirectRows = 8;
 
-// S^T [keys, cols] = K [keys, D] * Q^T [D, cols]; cols = rows rounded up to whole vectors.
-HWY_INLINE void ScoreTile(const float* k, std::ptrdiff_t ldk, size_t keys, const float* qt, size_t cols,
-                          float* st, size_t depth) {
-  size_t j = 0;
-  for (; j + kMR <= keys; j += kMR) ScoreKeys<kMR>(k + std::ptrdiff_t(j) * ldk, ldk, qt, cols, st + j * kBlockQ, depth);
-  for (; j < keys; ++j) ScoreKeys<1>(k + std::ptrdiff_t(j) * ldk, ldk, qt, cols, st + j * kBlockQ, depth);
-}
-
-// Few query rows (decode): s[r][j] = q[r] . k[j], one key row at a time, vectorised over D.
-// Each key is read once for all R rows; for 1..8 rows this beats the broadcast kernel, whose
-// vectors over rows would be mostly empty. Needs K's D-stride to be 1. The scores stay in row
-// layout S [rows, kBlockK] (softmax along each row), not S^T.
-//   q [R, depth] (row stride ldq), k [keys, depth] (row stride ldk), s [R, kBlockK].
-template <size_t R>
-HWY_INLINE void ScoreRowsDirect(const float* HWY_RESTRICT q, size_t ldq, const float* HWY_RESTRICT k,
-                                std::ptrdiff_t ldk, size_t keys, float* HWY_RESTRICT s, size_t depth) {
-  const DF df;
-  const size_t L = hn::Lanes(df);
-  const size_t whole = depth / L * L;
-  for (size_t j = 0; j < keys; ++j) {
-    const float* kr = k + std::ptrdiff_t(j) * ldk;
-    VF acc[R];
-    for (size_t r = 0; r < R; ++r) acc[r] = hn::Zero(df);
-    for (size_t d = 0; d < whole; d += L) {
-      const VF kv = hn::LoadU(df, kr + d);
-      for (size_t r = 0; r < R; ++r) acc[r] = hn::MulAdd(hn::LoadU(df, q + r * ldq + d), kv, acc[r]);
-    }
-    for (size_t r = 0; r < R; ++r) {
-      float dot = hn::GetLane(hn::SumOfLanes(df, acc[r]));
-      for (size_t d = whole; d < depth; ++d) dot += q[r * ldq + d] * kr[d];
-      s[r * kBlockK + j] = dot;
-    }
+  static HWY_INLINE void ScoreTileDirect(const float* qp, size_t rows, size_t depth, const float* k, std::ptrdiff_t ldk,
+                                  size_t keys, float* s) {
+    size_t r = 0;
+    for (; r + 4 <= rows; r += 4) ScoreRowsDirect<4>(qp + r * depth, depth, k, ldk, keys, s + r * kBlockK, depth);
+    for (; r + 2 <= rows; r += 2) ScoreRowsDirect<2>(qp + r * depth, depth, k, ldk, keys, s + r * kBlockK, depth);
+    for (; r < rows; ++r) ScoreRowsDirect<1>(qp + r * depth, depth, k, ldk, keys, s + r * kBlockK, depth);
   }
-}
 
-// Blocks of at most this many rows take the direct path.
-constexpr std::int64_t kDirectRows = 8;
-
-HWY_INLINE void ScoreTileDirect(const float* qp, size_t rows, size_t depth, const float* k, std::ptrdiff_t ldk,
-                                size_t keys, float* s) {
-  size_t r = 0;
-  for (; r + 4 <= rows; r += 4) ScoreRowsDirect<4>(qp + r * depth, depth, k, ldk, keys, s + r * kBlockK, depth);
-  for (; r + 2 <= rows; r += 2) ScoreRowsDirect<2>(qp + r * depth, depth, k, ldk, keys, s + r * kBlockK, depth);
-  for (; r < rows; ++r) ScoreRowsDirect<1>(qp + r * depth, depth, k, ldk, keys, s + r * kBlockK, depth);
-}
-
-// o[r][x] += sum_j p[r][j] * v[j][x] for r < MR, j < keys, x < NV vectors.
-//   p: element (r, j) at p[r * pr + j * pj] (P^T or P, read by broadcasts), v [keys, *] (row
-//   stride ldv, unaligned, may be negative), o [MR, *] (row stride ldo, aligned).
-struct PLayout {
-  size_t pr, pj;  // strides of P's rows and keys in the score buffer
-};
-template <size_t MR, size_t NV>
-HWY_INLINE void ValueMicro(const float* HWY_RESTRICT pt, PLayout pl, const float* HWY_RESTRICT v, std::ptrdiff_t ldv,
-                           size_t keys, float* HWY_RESTRICT o, size_t ldo) {
-  const DF df;
-  const size_t L = hn::Lanes(df);
-  VF acc[MR][NV];
-  for (size_t r = 0; r < MR; ++r)
-    for (size_t x = 0; x < NV; ++x) acc[r][x] = hn::Load(df, o + r * ldo + x * L);
-  for (size_t j = 0; j < keys; ++j) {
-    VF vv[NV];
-    for (size_t x = 0; x < NV; ++x) vv[x] = hn::LoadU(df, v + std::ptrdiff_t(j) * ldv + std::ptrdiff_t(x * L));
-    for (size_t r = 0; r < MR; ++r) {
-      const VF pb = hn::Set(df, pt[j * pl.pj + r * pl.pr]);
-      for (size_t x = 0; x < NV; ++x) acc[r][x] = hn::MulAdd(pb, vv[x], acc[r][x]);
-    }
-  }
-  for (size_t r = 0; r < MR; ++r)
-    for (size_t x = 0; x < NV; ++x) hn::Store(acc[r][x], df, o + r * ldo + x * L);
-}
-
-template <size_t MR>
-HWY_INLINE void ValueColumns(const float* pt, PLayout pl, const float* v, std::ptrdiff_t ldv, size_t keys, float* o,
-                             size_t dvp) {
-  const size_t L = hn::Lanes(DF());
-  size_t x = 0;
-  for (; x + kNV * L <= dvp; x += kNV * L) ValueMicro<MR, kNV>(pt, pl, v + x, ldv, keys, o + x, dvp);
-  for (; x < dvp; x += L) ValueMicro<MR, 1>(pt, pl, v + x, ldv, keys, o + x, dvp);
-}
-
-// Acc [rows, dvp] += P [rows, keys] * V [keys, dvp], P laid out as pl says.
-HWY_INLINE void ValueTile(const float* pt, PLayout pl, size_t rows, const float* v, std::ptrdiff_t ldv, size_t keys,
-                          float* acc, size_t dvp) {
-  size_t r = 0;
-  for (; r + kMR <= rows; r += kMR) ValueColumns<kMR>(pt + r * pl.pr, pl, v, ldv, keys, acc + r * dvp, dvp);
-  for (; r < rows; ++r) ValueColumns<1>(pt + r * pl.pr, pl, v, ldv, keys, acc + r * dvp, dvp);
-}
-
-HWY_INLINE float MaxOf(const float* x, size_t n) {
-  const DF df;
-  const size_t L = hn::Lanes(df);
-  VF m = hn::Set(df, kNegInf);
-  for (size_t c = 0; c < n; c += L) m = hn::Max(m, hn::Load(df, x + c));
-  return hn::GetLane(hn::MaxOfLanes(df, m));
-}
-
-// x[c] = exp(x[c] - shift) (exp(-inf) = 0); returns the sum. n is a multiple of the lanes.
-HWY_INLINE float ExpShiftedSum(float* x, size_t n, float shift) {
-  const DF df;
-  const size_t L = hn::Lanes(df);
-  const VF vs = hn::Set(df, shift);
-  VF sum = hn::Zero(df);
-  for (size_t c = 0; c < n; c += L) {
-    const VF e = hn::Exp(df, hn::Sub(hn::Load(df, x + c), vs));
-    hn::Store(e, df, x + c);
-    sum = hn::Add(sum, e);
-  }
-  return hn::GetLane(hn::SumOfLanes(df, sum));
-}
-
-HWY_INLINE void ScaleRow(float* x, size_t n, float factor) {
-  const DF df;
-  const size_t L = hn::Lanes(df);
-  const VF f = hn::Set(df, factor);
-  for (size_t c = 0; c < n; c += L) hn::Store(hn::Mul(hn::Load(df, x + c), f), df, x + c);
-}
-
-// The rows of one work item: batch b, kv head g, and up to kBlockQ (query head, position) rows.
-struct Rows {
-  std::int64_t b = 0, g = 0, n = 0;
-  std::int64_t head[kBlockQ];
-  std::int64_t pos[kBlockQ];
-  std::int64_t visible[kBlockQ];  // keys [0, visible) are unmasked for the row
-  std::int64_t max_visible = 0;
-};
-
-// Work item index -> rows. Under causality the blocks with the most visible keys (the last
-// query positions) come first, so dynamic scheduling ends with the cheap blocks.
-inline void RowsOfItem(const Problem& p, const Plan& plan, std::int64_t item, Rows& rows) {
-  const AttentionShape& s = p.s;
-  const std::int64_t bg = item % (s.B * s.Hkv);
-  const std::int64_t rank = item / (s.B * s.Hkv);
-  rows.b = bg / s.Hkv;
-  rows.g = bg % s.Hkv;
-  rows.n = 0;
-  auto add_rows = [&](std::int64_t hh, std::int64_t i0, std::int64_t i1) {
-    for (std::int64_t i = i0; i < i1; ++i) {
-      rows.head[rows.n] = rows.g * plan.group + hh;
-      rows.pos[rows.n] = i;
-      rows.visible[rows.n] = p.visible_keys(rows.b, i);
-      ++rows.n;
-    }
+  // o[r][x] += sum_j p[r][j] * v[j][x] for r < MR, j < keys, x < NV vectors.
+  //   p: element (r, j) at p[r * pr + j * pj] (P^T or P, read by broadcasts), v [keys, *] (row
+  //   stride ldv, unaligned, may be negative), o [MR, *] (row stride ldo, aligned).
+  struct PLayout {
+    size_t pr, pj;  // strides of P's rows and keys in the score buffer
   };
-  if (plan.heads_per_block == 1) {
-    const std::int64_t qb_rank = rank / plan.group;
-    const std::int64_t qb = p.causal ? plan.blocks_per_head - 1 - qb_rank : qb_rank;
-    const std::int64_t i0 = qb * kBlockQ;
-    add_rows(rank % plan.group, i0, std::min(s.Nq, i0 + kBlockQ));
-  } else {
-    const std::int64_t hh0 = rank * plan.heads_per_block;
-    for (std::int64_t hh = hh0; hh < std::min(plan.group, hh0 + plan.heads_per_block); ++hh) add_rows(hh, 0, s.Nq);
-  }
-  rows.max_visible = 0;
-  for (std::int64_t r = 0; r < rows.n; ++r) rows.max_visible = std::max(rows.max_visible, rows.visible[r]);
-}
-
-inline size_t RoundUp(size_t n, size_t m) { return (n + m - 1) / m * m; }
-
-// Scratch of one thread, in floats; every region starts 64-byte aligned.
-struct Buffers {
-  float* qt;     // Q^T [D, kBlockQ], scaled queries, zero past the block's rows
-  float* qp;     // Q [kBlockQ, D], scaled queries (direct path)
-  float* kp;     // K [kBlockK, D], packed only when K's D-stride is not 1
-  float* vp;     // V [kBlockK, dvp], packed only when V rows are not whole contiguous vectors
-  float* st;     // S^T then P^T [kBlockK, kBlockQ]; S then P [kBlockQ, kBlockK] when direct
-  float* acc;    // unnormalised output [kBlockQ, dvp]
-  float* m;      // running row maximum [kBlockQ]
-  float* l;      // running row sum of exp(score - m) [kBlockQ]
-  float* alpha;  // per-tile rescale factors [kBlockQ]
-  size_t dvp;    // Dv rounded up to whole vectors
-  size_t cols;   // the block's rows rounded up to whole vectors
-  bool direct;   // few rows: score against K rows in place, vectorised over D
-  // Strides of row r and key j in st.
-  PLayout layout() const { return direct ? PLayout{size_t(kBlockK), 1} : PLayout{1, size_t(kBlockQ)}; }
-};
-
-inline Buffers ThreadBuffers(const Problem& p, std::int64_t rows) {
-  const AttentionShape& s = p.s;
-  const size_t L = hn::Lanes(DF());
-  const size_t a = 16;  // 64 bytes
-  Buffers b;
-  b.dvp = RoundUp(size_t(s.Dv), L);
-  b.cols = RoundUp(size_t(rows), L);
-  b.direct = rows <= kDirectRows && p.k.strides[3] == 1;
-  const size_t nq = RoundUp(size_t(s.D) * kBlockQ, a), nk = RoundUp(kBlockK * size_t(s.D), a),
-               nv = RoundUp(kBlockK * b.dvp, a), ns = kBlockK * kBlockQ, nacc = RoundUp(kBlockQ * b.dvp, a),
-               nm = kBlockQ;
-  float* base = Scratch::for_this_thread().reserve(2 * nq + nk + nv + ns + nacc + 3 * nm);
-  b.qt = base;
-  b.qp = b.qt + nq;
-  b.kp = b.qp + nq;
-  b.vp = b.kp + nk;
-  b.st = b.vp + nv;
-  b.acc = b.st + ns;
-  b.m = b.acc + nacc;
-  b.l = b.m + nm;
-  b.alpha = b.l + nm;
-  return b;
-}
-
-// Packs the block's query rows, pre-multiplied by the scale, as Q^T (or as Q rows for the
-// direct path): qt[d][r] = scale * q[b, h_r, i_r, d].
-inline void PackQueries(const Problem& p, const Rows& rows, const Buffers& buf) {
-  const std::int64_t D = p.s.D;
-  const std::int64_t sd = p.q.strides[3];
-  for (std::int64_t r = 0; r < rows.n; ++r) {
-    const float* qr = p.q.data + rows.b * p.q.strides[0] + rows.head[r] * p.q.strides[1] + rows.pos[r] * p.q.strides[2];
-    if (buf.direct) {
-      for (std::int64_t d = 0; d < D; ++d) buf.qp[r * D + d] = p.s.scale * qr[d * sd];
-    } else {
-      for (std::int64_t d = 0; d < D; ++d) buf.qt[d * kBlockQ + r] = p.s.scale * qr[d * sd];
+  template <size_t MR, size_t NV>
+  static HWY_INLINE void ValueMicro(const float* HWY_RESTRICT pt, PLayout pl, const float* HWY_RESTRICT v, std::ptrdiff_t ldv,
+                             size_t keys, float* HWY_RESTRICT o, size_t ldo) {
+    const DF df;
+    const size_t L = hn::Lanes(df);
+    VF acc[MR][NV];
+    for (size_t r = 0; r < MR; ++r)
+      for (size_t x = 0; x < NV; ++x) acc[r][x] = hn::Load(df, o + r * ldo + x * L);
+    for (size_t j = 0; j < keys; ++j) {
+      VF vv[NV];
+      for (size_t x = 0; x < NV; ++x) vv[x] = hn::LoadU(df, v + std::ptrdiff_t(j) * ldv + std::ptrdiff_t(x * L));
+      for (size_t r = 0; r < MR; ++r) {
+        const VF pb = hn::Set(df, pt[j * pl.pj + r * pl.pr]);
+        for (size_t x = 0; x < NV; ++x) acc[r][x] = hn::MulAdd(pb, vv[x], acc[r][x]);
+      }
     }
+    for (size_t r = 0; r < MR; ++r)
+      for (size_t x = 0; x < NV; ++x) hn::Store(acc[r][x], df, o + r * ldo + x * L);
   }
-  if (!buf.direct)
-    for (std::int64_t d = 0; d < D; ++d) std::fill(buf.qt + d * kBlockQ + rows.n, buf.qt + d * kBlockQ + buf.cols, 0.0f);
-}
 
-// Scores of the keys [t0, t0 + tl) for every row, as S^T: st[j][r] = scale * q_r . k_j + bias,
-// and -inf where the key is masked for the row. Queries must already be packed.
-inline void TileScores(const Problem& p, const Rows& rows, std::int64_t t0, std::int64_t tl, const Buffers& buf) {
-  const AttentionShape& s = p.s;
-  const std::int64_t D = s.D;
-  const float* kbase = p.k.data + rows.b * p.k.strides[0] + rows.g * p.k.strides[1] + t0 * p.k.strides[2];
-  const std::int64_t ksn = p.k.strides[2], ksd = p.k.strides[3];
-  if (buf.direct) {
-    ScoreTileDirect(buf.qp, size_t(rows.n), size_t(D), kbase, ksn, size_t(tl), buf.st);
-  } else if (ksd == 1) {
-    ScoreTile(kbase, ksn, size_t(tl), buf.qt, buf.cols, buf.st, size_t(D));
-  } else {
-    for (std::int64_t j = 0; j < tl; ++j)
-      for (std::int64_t d = 0; d < D; ++d) buf.kp[j * D + d] = kbase[j * ksn + d * ksd];
-    ScoreTile(buf.kp, D, size_t(tl), buf.qt, buf.cols, buf.st, size_t(D));
+  template <size_t MR>
+  static HWY_INLINE void ValueColumns(const float* pt, PLayout pl, const float* v, std::ptrdiff_t ldv, size_t keys, float* o,
+                               size_t dvp) {
+    const size_t L = hn::Lanes(DF());
+    size_t x = 0;
+    for (; x + kNV * L <= dvp; x += kNV * L) ValueMicro<MR, kNV>(pt, pl, v + x, ldv, keys, o + x, dvp);
+    for (; x < dvp; x += L) ValueMicro<MR, 1>(pt, pl, v + x, ldv, keys, o + x, dvp);
   }
-  // Bias and masks; in row layout also the padding past tl, so rows are whole vectors.
-  const PLayout pl = buf.layout();
-  const std::int64_t stop = buf.direct ? kBlockK : tl;
-  for (std::int64_t r = 0; r < rows.n; ++r) {
-    float* sr = buf.st + r * pl.pr;
-    const std::int64_t end = std::clamp<std::int64_t>(rows.visible[r] - t0, 0, tl);
-    if (p.has_bias) {
-      const float* brow = p.bias.data + rows.b * p.bias.strides[0] + rows.head[r] * p.bias.strides[1] +
-                          rows.pos[r] * p.bias.strides[2] + t0 * p.bias.strides[3];
-      const std::int64_t bs = p.bias.strides[3];
-      for (std::int64_t j = 0; j < end; ++j) sr[j * pl.pj] += brow[j * bs];
-    }
-    for (std::int64_t j = end; j < stop; ++j) sr[j * pl.pj] = kNegInf;
-  }
-}
 
-// Online softmax step over one tile of S^T [tl, cols], vectorised across rows:
-//   m' = max(m, max_j s_j),  p_j = exp(s_j - m'),  l' = l e^(m - m') + sum_j p_j,
-// leaving P^T in st and the factors e^(m - m') in alpha. Rows that have seen no unmasked key
-// keep m = -inf and get p = 0, alpha = 1 (no -inf - -inf).
-inline void SoftmaxStep(const Buffers& buf, std::int64_t tl) {
-  const DF df;
-  const size_t L = hn::Lanes(df);
-  const VF neg_inf = hn::Set(df, kNegInf);
-  for (size_t x = 0; x < buf.cols; x += L) {
-    const VF m_old = hn::Load(df, buf.m + x);
-    VF m_new = m_old;
-    for (std::int64_t j = 0; j < tl; ++j) m_new = hn::Max(m_new, hn::Load(df, buf.st + j * kBlockQ + x));
-    const auto seen = hn::Ne(m_new, neg_inf);
-    const VF shift = hn::IfThenElseZero(seen, m_new);
+  // Acc [rows, dvp] += P [rows, keys] * V [keys, dvp], P laid out as pl says.
+  static HWY_INLINE void ValueTile(const float* pt, PLayout pl, size_t rows, const float* v, std::ptrdiff_t ldv, size_t keys,
+                            float* acc, size_t dvp) {
+    size_t r = 0;
+    for (; r + kMR <= rows; r += kMR) ValueColumns<kMR>(pt + r * pl.pr, pl, v, ldv, keys, acc + r * dvp, dvp);
+    for (; r < rows; ++r) ValueColumns<1>(pt + r * pl.pr, pl, v, ldv, keys, acc + r * dvp, dvp);
+  }
+
+  static HWY_INLINE float MaxOf(const float* x, size_t n) {
+    const DF df;
+    const size_t L = hn::Lanes(df);
+    VF m = hn::Set(df, kNegInf);
+    for (size_t c = 0; c < n; c += L) m = hn::Max(m, hn::Load(df, x + c));
+    return hn::GetLane(hn::MaxOfLanes(df, m));
+  }
+
+  // x[c] = exp(x[c] - shift) (exp(-inf) = 0); returns the sum. n is a multiple of the lanes.
+  static HWY_INLINE float ExpShiftedSum(float* x, size_t n, float shift) {
+    const DF df;
+    const size_t L = hn::Lanes(df);
+    const VF vs = hn::Set(df, shift);
     VF sum = hn::Zero(df);
-    for (std::int64_t j = 0; j < tl; ++j) {
-      float* sj = buf.st + j * kBlockQ + x;
-      const VF e = hn::Exp(df, hn::Sub(hn::Load(df, sj), shift));
-      hn::Store(e, df, sj);
+    for (size_t c = 0; c < n; c += L) {
+      const VF e = hn::Exp(df, hn::Sub(hn::Load(df, x + c), vs));
+      hn::Store(e, df, x + c);
       sum = hn::Add(sum, e);
     }
-    const VF alpha = hn::IfThenElse(seen, hn::Exp(df, hn::Sub(m_old, shift)), hn::Set(df, 1.0f));
-    hn::Store(hn::MulAdd(hn::Load(df, buf.l + x), alpha, sum), df, buf.l + x);
-    hn::Store(m_new, df, buf.m + x);
-    hn::Store(alpha, df, buf.alpha + x);
+    return hn::GetLane(hn::SumOfLanes(df, sum));
   }
-}
 
-// The same step in row layout (direct path), one row at a time over the whole padded tile.
-inline void SoftmaxStepRows(const Buffers& buf, std::int64_t n) {
-  for (std::int64_t r = 0; r < n; ++r) {
-    float* sr = buf.st + r * kBlockK;
-    const float m_new = std::max(buf.m[r], MaxOf(sr, kBlockK));
-    if (m_new == kNegInf) {  // nothing visible yet: p = 0, alpha = 1
-      std::fill(sr, sr + kBlockK, 0.0f);
-      buf.alpha[r] = 1.0f;
-      continue;
+  static HWY_INLINE void ScaleRow(float* x, size_t n, float factor) {
+    const DF df;
+    const size_t L = hn::Lanes(df);
+    const VF f = hn::Set(df, factor);
+    for (size_t c = 0; c < n; c += L) hn::Store(hn::Mul(hn::Load(df, x + c), f), df, x + c);
+  }
+
+  // The rows of one work item: batch b, kv head g, and up to kBlockQ (query head, position) rows.
+  struct Rows {
+    std::int64_t b = 0, g = 0, n = 0;
+    std::int64_t head[kBlockQ];
+    std::int64_t pos[kBlockQ];
+    std::int64_t visible[kBlockQ];  // keys [0, visible) are unmasked for the row
+    std::int64_t max_visible = 0;
+  };
+
+  // Work item index -> rows. Under causality the blocks with the most visible keys (the last
+  // query positions) come first, so dynamic scheduling ends with the cheap blocks.
+  static inline void RowsOfItem(const Problem& p, const Plan& plan, std::int64_t item, Rows& rows) {
+    const AttentionShape& s = p.s;
+    const std::int64_t bg = item % (s.B * s.Hkv);
+    const std::int64_t rank = item / (s.B * s.Hkv);
+    rows.b = bg / s.Hkv;
+    rows.g = bg % s.Hkv;
+    rows.n = 0;
+    auto add_rows = [&](std::int64_t hh, std::int64_t i0, std::int64_t i1) {
+      for (std::int64_t i = i0; i < i1; ++i) {
+        rows.head[rows.n] = rows.g * plan.group + hh;
+        rows.pos[rows.n] = i;
+        rows.visible[rows.n] = p.visible_keys(rows.b, i);
+        ++rows.n;
+      }
+    };
+    if (plan.heads_per_block == 1) {
+      const std::int64_t qb_rank = rank / plan.group;
+      const std::int64_t qb = p.causal ? plan.blocks_per_head - 1 - qb_rank : qb_rank;
+      const std::int64_t i0 = qb * kBlockQ;
+      add_rows(rank % plan.group, i0, std::min(s.Nq, i0 + kBlockQ));
+    } else {
+      const std::int64_t hh0 = rank * plan.heads_per_block;
+      for (std::int64_t hh = hh0; hh < std::min(plan.group, hh0 + plan.heads_per_block); ++hh) add_rows(hh, 0, s.Nq);
     }
-    const float sum = ExpShiftedSum(sr, kBlockK, m_new);
-    buf.alpha[r] = std::exp(buf.m[r] - m_new);  // exp(-inf) = 0 on the first visible tile
-    buf.l[r] = buf.l[r] * buf.alpha[r] + sum;
-    buf.m[r] = m_new;
+    rows.max_visible = 0;
+    for (std::int64_t r = 0; r < rows.n; ++r) rows.max_visible = std::max(rows.max_visible, rows.visible[r]);
   }
-}
 
-// Online softmax over the keys [k0, k1) for every row of the block: leaves the running
-// maximum m, the sum l of exp(score - m) and the unnormalised output acc in buf.
-inline void AttendKeys(const Problem& p, const Rows& rows, std::int64_t k0, std::int64_t k1, const Buffers& buf) {
-  const AttentionShape& s = p.s;
-  std::fill(buf.m, buf.m + kBlockQ, kNegInf);
-  std::fill(buf.l, buf.l + kBlockQ, 0.0f);
-  std::fill(buf.acc, buf.acc + rows.n * buf.dvp, 0.0f);
-  // V rows are read in place when they are contiguous whole vectors; otherwise packed.
-  const bool direct_v = p.v.strides[3] == 1 && size_t(s.Dv) == buf.dvp;
-  for (std::int64_t t0 = k0; t0 < k1; t0 += kBlockK) {
-    const std::int64_t tl = std::min<std::int64_t>(kBlockK, k1 - t0);
-    TileScores(p, rows, t0, tl, buf);
+  static inline size_t RoundUp(size_t n, size_t m) { return (n + m - 1) / m * m; }
+
+  // Scratch of one thread, in floats; every region starts 64-byte aligned.
+  struct Buffers {
+    float* qt;     // Q^T [D, kBlockQ], scaled queries, zero past the block's rows
+    float* qp;     // Q [kBlockQ, D], scaled queries (direct path)
+    float* kp;     // K [kBlockK, D], packed only when K's D-stride is not 1
+    float* vp;     // V [kBlockK, dvp], packed only when V rows are not whole contiguous vectors
+    float* st;     // S^T then P^T [kBlockK, kBlockQ]; S then P [kBlockQ, kBlockK] when direct
+    float* acc;    // unnormalised output [kBlockQ, dvp]
+    float* m;      // running row maximum [kBlockQ]
+    float* l;      // running row sum of exp(score - m) [kBlockQ]
+    float* alpha;  // per-tile rescale factors [kBlockQ]
+    size_t dvp;    // Dv rounded up to whole vectors
+    size_t cols;   // the block's rows rounded up to whole vectors
+    bool direct;   // few rows: score against K rows in place, vectorised over D
+    // Strides of row r and key j in st.
+    PLayout layout() const { return direct ? PLayout{size_t(kBlockK), 1} : PLayout{1, size_t(kBlockQ)}; }
+  };
+
+  static inline Buffers ThreadBuffers(const Problem& p, std::int64_t rows) {
+    const AttentionShape& s = p.s;
+    const size_t L = hn::Lanes(DF());
+    const size_t a = 16;  // 64 bytes
+    Buffers b;
+    b.dvp = RoundUp(size_t(s.Dv), L);
+    b.cols = RoundUp(size_t(rows), L);
+    b.direct = rows <= kDirectRows && p.k.strides[3] == 1;
+    const size_t nq = RoundUp(size_t(s.D) * kBlockQ, a), nk = RoundUp(kBlockK * size_t(s.D), a),
+                 nv = RoundUp(kBlockK * b.dvp, a), ns = kBlockK * kBlockQ, nacc = RoundUp(kBlockQ * b.dvp, a),
+                 nm = kBlockQ;
+    float* base = Scratch::for_this_thread().reserve(2 * nq + nk + nv + ns + nacc + 3 * nm);
+    b.qt = base;
+    b.qp = b.qt + nq;
+    b.kp = b.qp + nq;
+    b.vp = b.kp + nk;
+    b.st = b.vp + nv;
+    b.acc = b.st + ns;
+    b.m = b.acc + nacc;
+    b.l = b.m + nm;
+    b.alpha = b.l + nm;
+    return b;
+  }
+
+  // Packs the block's query rows, pre-multiplied by the scale, as Q^T (or as Q rows for the
+  // direct path): qt[d][r] = scale * q[b, h_r, i_r, d].
+  static inline void PackQueries(const Problem& p, const Rows& rows, const Buffers& buf) {
+    const std::int64_t D = p.s.D;
+    const std::int64_t sd = p.q.strides[3];
+    for (std::int64_t r = 0; r < rows.n; ++r) {
+      const float* qr = p.q.data + rows.b * p.q.strides[0] + rows.head[r] * p.q.strides[1] + rows.pos[r] * p.q.strides[2];
+      if (buf.direct) {
+        for (std::int64_t d = 0; d < D; ++d) buf.qp[r * D + d] = p.s.scale * qr[d * sd];
+      } else {
+        for (std::int64_t d = 0; d < D; ++d) buf.qt[d * kBlockQ + r] = p.s.scale * qr[d * sd];
+      }
+    }
+    if (!buf.direct)
+      for (std::int64_t d = 0; d < D; ++d) std::fill(buf.qt + d * kBlockQ + rows.n, buf.qt + d * kBlockQ + buf.cols, 0.0f);
+  }
+
+  // Scores of the keys [t0, t0 + tl) for every row, as S^T: st[j][r] = scale * q_r . k_j + bias,
+  // and -inf where the key is masked for the row. Queries must already be packed.
+  static inline void TileScores(const Problem& p, const Rows& rows, std::int64_t t0, std::int64_t tl, const Buffers& buf) {
+    const AttentionShape& s = p.s;
+    const std::int64_t D = s.D;
+    const float* kbase = p.k.data + rows.b * p.k.strides[0] + rows.g * p.k.strides[1] + t0 * p.k.strides[2];
+    const std::int64_t ksn = p.k.strides[2], ksd = p.k.strides[3];
     if (buf.direct) {
-      SoftmaxStepRows(buf, rows.n);
+      ScoreTileDirect(buf.qp, size_t(rows.n), size_t(D), kbase, ksn, size_t(tl), buf.st);
+    } else if (ksd == 1) {
+      ScoreTile(kbase, ksn, size_t(tl), buf.qt, buf.cols, buf.st, size_t(D));
     } else {
-      SoftmaxStep(buf, tl);
+      for (std::int64_t j = 0; j < tl; ++j)
+        for (std::int64_t d = 0; d < D; ++d) buf.kp[j * D + d] = kbase[j * ksn + d * ksd];
+      ScoreTile(buf.kp, D, size_t(tl), buf.qt, buf.cols, buf.st, size_t(D));
     }
-    for (std::int64_t r = 0; r < rows.n; ++r)
-      if (buf.alpha[r] != 1.0f) ScaleRow(buf.acc + r * buf.dvp, buf.dvp, buf.alpha[r]);
-    const float* vbase = p.v.data + rows.b * p.v.strides[0] + rows.g * p.v.strides[1] + t0 * p.v.strides[2];
-    if (direct_v) {
-      ValueTile(buf.st, buf.layout(), size_t(rows.n), vbase, p.v.strides[2], size_t(tl), buf.acc, buf.dvp);
-    } else {
-      for (std::int64_t j = 0; j < tl; ++j) {
-        float* dst = buf.vp + j * buf.dvp;
-        const float* src = vbase + j * p.v.strides[2];
-        for (std::int64_t e = 0; e < s.Dv; ++e) dst[e] = src[e * p.v.strides[3]];
-        std::fill(dst + s.Dv, dst + buf.dvp, 0.0f);
+    // Bias and masks; in row layout also the padding past tl, so rows are whole vectors.
+    const PLayout pl = buf.layout();
+    const std::int64_t stop = buf.direct ? kBlockK : tl;
+    for (std::int64_t r = 0; r < rows.n; ++r) {
+      float* sr = buf.st + r * pl.pr;
+      const std::int64_t end = std::clamp<std::int64_t>(rows.visible[r] - t0, 0, tl);
+      if (p.has_bias) {
+        const float* brow = p.bias.data + rows.b * p.bias.strides[0] + rows.head[r] * p.bias.strides[1] +
+                            rows.pos[r] * p.bias.strides[2] + t0 * p.bias.strides[3];
+        const std::int64_t bs = p.bias.strides[3];
+        for (std::int64_t j = 0; j < end; ++j) sr[j * pl.pj] += brow[j * bs];
       }
-      ValueTile(buf.st, buf.layout(), size_t(rows.n), buf.vp, std::ptrdiff_t(buf.dvp), size_t(tl), buf.acc, buf.dvp);
+      for (std::int64_t j = end; j < stop; ++j) sr[j * pl.pj] = kNegInf;
     }
   }
-}
 
-// out = acc / l and lse = m + log(l); zeros and -inf for rows that saw no key.
-inline void WriteRow(const Problem& p, const Rows& rows, std::int64_t r, float m, float l, const float* acc) {
-  const std::int64_t b = rows.b, h = rows.head[r], i = rows.pos[r];
-  const float inv = l > 0 ? 1.0f / l : 0.0f;
-  float* o = p.out.data + b * p.out.strides[0] + h * p.out.strides[1] + i * p.out.strides[2];
-  for (std::int64_t e = 0; e < p.s.Dv; ++e) o[e * p.out.strides[3]] = acc[e] * inv;
-  if (p.has_lse) p.lse(b, h, i) = l > 0 ? m + std::log(l) : kNegInf;
-}
-
-// Second pass for the probabilities output: probs[row][j] = exp(score - m) / l, zero where
-// masked or where the row saw no key. Needs each row's final m and l in buf.
-inline void WriteProbs(const Problem& p, const Rows& rows, const Buffers& buf) {
-  const DF df;
-  const size_t L = hn::Lanes(df);
-  const std::int64_t Nk = p.s.Nk;
-  for (std::int64_t r = 0; r < rows.n; ++r) buf.alpha[r] = buf.l[r] > 0 ? 1.0f / buf.l[r] : 0.0f;
-  for (std::int64_t t0 = 0; t0 < Nk; t0 += kBlockK) {
-    const std::int64_t tl = std::min<std::int64_t>(kBlockK, Nk - t0);
-    const bool any_visible = t0 < rows.max_visible;
-    if (any_visible && buf.direct) {
-      TileScores(p, rows, t0, tl, buf);
-      for (std::int64_t r = 0; r < rows.n; ++r) {
-        float* sr = buf.st + r * kBlockK;
-        if (buf.l[r] == 0) continue;
-        ExpShiftedSum(sr, kBlockK, buf.m[r]);
-        ScaleRow(sr, kBlockK, buf.alpha[r]);
+  // Online softmax step over one tile of S^T [tl, cols], vectorised across rows:
+  //   m' = max(m, max_j s_j),  p_j = exp(s_j - m'),  l' = l e^(m - m') + sum_j p_j,
+  // leaving P^T in st and the factors e^(m - m') in alpha. Rows that have seen no unmasked key
+  // keep m = -inf and get p = 0, alpha = 1 (no -inf - -inf).
+  static inline void SoftmaxStep(const Buffers& buf, std::int64_t tl) {
+    const DF df;
+    const size_t L = hn::Lanes(df);
+    const VF neg_inf = hn::Set(df, kNegInf);
+    for (size_t x = 0; x < buf.cols; x += L) {
+      const VF m_old = hn::Load(df, buf.m + x);
+      VF m_new = m_old;
+      for (std::int64_t j = 0; j < tl; ++j) m_new = hn::Max(m_new, hn::Load(df, buf.st + j * kBlockQ + x));
+      const auto seen = hn::Ne(m_new, neg_inf);
+      const VF shift = hn::IfThenElseZero(seen, m_new);
+      VF sum = hn::Zero(df);
+      for (std::int64_t j = 0; j < tl; ++j) {
+        float* sj = buf.st + j * kBlockQ + x;
+        const VF e = hn::Exp(df, hn::Sub(hn::Load(df, sj), shift));
+        hn::Store(e, df, sj);
+        sum = hn::Add(sum, e);
       }
-    } else if (any_visible) {
+      const VF alpha = hn::IfThenElse(seen, hn::Exp(df, hn::Sub(m_old, shift)), hn::Set(df, 1.0f));
+      hn::Store(hn::MulAdd(hn::Load(df, buf.l + x), alpha, sum), df, buf.l + x);
+      hn::Store(m_new, df, buf.m + x);
+      hn::Store(alpha, df, buf.alpha + x);
+    }
+  }
+
+  // The same step in row layout (direct path), one row at a time over the whole padded tile.
+  static inline void SoftmaxStepRows(const Buffers& buf, std::int64_t n) {
+    for (std::int64_t r = 0; r < n; ++r) {
+      float* sr = buf.st + r * kBlockK;
+      const float m_new = std::max(buf.m[r], MaxOf(sr, kBlockK));
+      if (m_new == kNegInf) {  // nothing visible yet: p = 0, alpha = 1
+        std::fill(sr, sr + kBlockK, 0.0f);
+        buf.alpha[r] = 1.0f;
+        continue;
+      }
+      const float sum = ExpShiftedSum(sr, kBlockK, m_new);
+      buf.alpha[r] = std::exp(buf.m[r] - m_new);  // exp(-inf) = 0 on the first visible tile
+      buf.l[r] = buf.l[r] * buf.alpha[r] + sum;
+      buf.m[r] = m_new;
+    }
+  }
+
+  // Online softmax over the keys [k0, k1) for every row of the block: leaves the running
+  // maximum m, the sum l of exp(score - m) and the unnormalised output acc in buf.
+  static inline void AttendKeys(const Problem& p, const Rows& rows, std::int64_t k0, std::int64_t k1, const Buffers& buf) {
+    const AttentionShape& s = p.s;
+    std::fill(buf.m, buf.m + kBlockQ, kNegInf);
+    std::fill(buf.l, buf.l + kBlockQ, 0.0f);
+    std::fill(buf.acc, buf.acc + rows.n * buf.dvp, 0.0f);
+    // V rows are read in place when they are contiguous whole vectors; otherwise packed.
+    const bool direct_v = p.v.strides[3] == 1 && size_t(s.Dv) == buf.dvp;
+    for (std::int64_t t0 = k0; t0 < k1; t0 += kBlockK) {
+      const std::int64_t tl = std::min<std::int64_t>(kBlockK, k1 - t0);
       TileScores(p, rows, t0, tl, buf);
-      for (size_t x = 0; x < buf.cols; x += L) {
-        const VF m = hn::Load(df, buf.m + x), inv = hn::Load(df, buf.alpha + x);
-        const auto seen = hn::Ne(m, hn::Set(df, kNegInf));
-        const VF shift = hn::IfThenElseZero(seen, m);
+      if (buf.direct) {
+        SoftmaxStepRows(buf, rows.n);
+      } else {
+        SoftmaxStep(buf, tl);
+      }
+      for (std::int64_t r = 0; r < rows.n; ++r)
+        if (buf.alpha[r] != 1.0f) ScaleRow(buf.acc + r * buf.dvp, buf.dvp, buf.alpha[r]);
+      const float* vbase = p.v.data + rows.b * p.v.strides[0] + rows.g * p.v.strides[1] + t0 * p.v.strides[2];
+      if (direct_v) {
+        ValueTile(buf.st, buf.layout(), size_t(rows.n), vbase, p.v.strides[2], size_t(tl), buf.acc, buf.dvp);
+      } else {
         for (std::int64_t j = 0; j < tl; ++j) {
-          float* sj = buf.st + j * kBlockQ + x;
-          hn::Store(hn::Mul(hn::Exp(df, hn::Sub(hn::Load(df, sj), shift)), inv), df, sj);
+          float* dst = buf.vp + j * buf.dvp;
+          const float* src = vbase + j * p.v.strides[2];
+          for (std::int64_t e = 0; e < s.Dv; ++e) dst[e] = src[e * p.v.strides[3]];
+          std::fill(dst + s.Dv, dst + buf.dvp, 0.0f);
+        }
+        ValueTile(buf.st, buf.layout(), size_t(rows.n), buf.vp, std::ptrdiff_t(buf.dvp), size_t(tl), buf.acc, buf.dvp);
+      }
+    }
+  }
+
+  // out = acc / l and lse = m + log(l); zeros and -inf for rows that saw no key.
+  static inline void WriteRow(const Problem& p, const Rows& rows, std::int64_t r, float m, float l, const float* acc) {
+    const std::int64_t b = rows.b, h = rows.head[r], i = rows.pos[r];
+    const float inv = l > 0 ? 1.0f / l : 0.0f;
+    float* o = p.out.data + b * p.out.strides[0] + h * p.out.strides[1] + i * p.out.strides[2];
+    for (std::int64_t e = 0; e < p.s.Dv; ++e) o[e * p.out.strides[3]] = acc[e] * inv;
+    if (p.has_lse) p.lse(b, h, i) = l > 0 ? m + std::log(l) : kNegInf;
+  }
+
+  // Second pass for the probabilities output: probs[row][j] = exp(score - m) / l, zero where
+  // masked or where the row saw no key. Needs each row's final m and l in buf.
+  static inline void WriteProbs(const Problem& p, const Rows& rows, const Buffers& buf) {
+    const DF df;
+    const size_t L = hn::Lanes(df);
+    const std::int64_t Nk = p.s.Nk;
+    for (std::int64_t r = 0; r < rows.n; ++r) buf.alpha[r] = buf.l[r] > 0 ? 1.0f / buf.l[r] : 0.0f;
+    for (std::int64_t t0 = 0; t0 < Nk; t0 += kBlockK) {
+      const std::int64_t tl = std::min<std::int64_t>(kBlockK, Nk - t0);
+      const bool any_visible = t0 < rows.max_visible;
+      if (any_visible && buf.direct) {
+        TileScores(p, rows, t0, tl, buf);
+        for (std::int64_t r = 0; r < rows.n; ++r) {
+          float* sr = buf.st + r * kBlockK;
+          if (buf.l[r] == 0) continue;
+          ExpShiftedSum(sr, kBlockK, buf.m[r]);
+          ScaleRow(sr, kBlockK, buf.alpha[r]);
+        }
+      } else if (any_visible) {
+        TileScores(p, rows, t0, tl, buf);
+        for (size_t x = 0; x < buf.cols; x += L) {
+          const VF m = hn::Load(df, buf.m + x), inv = hn::Load(df, buf.alpha + x);
+          const auto seen = hn::Ne(m, hn::Set(df, kNegInf));
+          const VF shift = hn::IfThenElseZero(seen, m);
+          for (std::int64_t j = 0; j < tl; ++j) {
+            float* sj = buf.st + j * kBlockQ + x;
+            hn::Store(hn::Mul(hn::Exp(df, hn::Sub(hn::Load(df, sj), shift)), inv), df, sj);
+          }
         }
       }
-    }
-    for (std::int64_t r = 0; r < rows.n; ++r) {
-      float* prow = p.probs.data + rows.b * p.probs.strides[0] + rows.head[r] * p.probs.strides[1] +
-                    rows.pos[r] * p.probs.strides[2] + t0 * p.probs.strides[3];
-      const std::int64_t ps = p.probs.strides[3];
-      const PLayout pl = buf.layout();
-      const bool zero = !any_visible || buf.l[r] == 0;
-      for (std::int64_t j = 0; j < tl; ++j) prow[j * ps] = zero ? 0.0f : buf.st[r * pl.pr + j * pl.pj];
-    }
-  }
-}
-
-// Partial results of the decode path: for unit u and row r, the running max, sum and
-// unnormalised output over that unit's key range.
-struct Partials {
-  std::vector<float> m, l, acc;  // [units, kBlockQ], [units, kBlockQ], [units, kBlockQ, dvp]
-  size_t dvp = 0;
-};
-
-void RunUnit(const Problem& p, const Plan& plan, std::int64_t u, Partials* parts) {
-  const std::int64_t item = u / plan.splits, split = u % plan.splits;
-  Rows rows;
-  RowsOfItem(p, plan, item, rows);
-  const Buffers buf = ThreadBuffers(p, rows.n);
-  const std::int64_t chunk = RoundUp(size_t(ceil_div(rows.max_visible, plan.splits)), kBlockK);
-  const std::int64_t k0 = std::min(rows.max_visible, split * chunk);
-  const std::int64_t k1 = std::min(rows.max_visible, k0 + chunk);
-  PackQueries(p, rows, buf);
-  AttendKeys(p, rows, k0, k1, buf);
-  if (plan.splits == 1) {
-    for (std::int64_t r = 0; r < rows.n; ++r) WriteRow(p, rows, r, buf.m[r], buf.l[r], buf.acc + r * buf.dvp);
-    if (p.has_probs) WriteProbs(p, rows, buf);
-    return;
-  }
-  const size_t base = size_t(u) * kBlockQ;
-  std::copy(buf.m, buf.m + rows.n, parts->m.begin() + base);
-  std::copy(buf.l, buf.l + rows.n, parts->l.begin() + base);
-  std::copy(buf.acc, buf.acc + rows.n * buf.dvp, parts->acc.begin() + base * buf.dvp);
-}
-
-// Merges the splits of one item by log-sum-exp, in split order (deterministic):
-//   M = max_s m_s,  l = sum_s l_s e^(m_s - M),  out = sum_s acc_s e^(m_s - M) / l.
-void MergeItem(const Problem& p, const Plan& plan, std::int64_t item, const Partials& parts) {
-  Rows rows;
-  RowsOfItem(p, plan, item, rows);
-  const Buffers buf = ThreadBuffers(p, rows.n);
-  for (std::int64_t r = 0; r < rows.n; ++r) {
-    float M = kNegInf;
-    for (std::int64_t sp = 0; sp < plan.splits; ++sp) M = std::max(M, parts.m[size_t(item * plan.splits + sp) * kBlockQ + r]);
-    float* acc = buf.acc;
-    std::fill(acc, acc + buf.dvp, 0.0f);
-    float l = 0;
-    if (M != kNegInf) {
-      for (std::int64_t sp = 0; sp < plan.splits; ++sp) {
-        const size_t at = size_t(item * plan.splits + sp) * kBlockQ + r;
-        if (parts.l[at] == 0) continue;
-        const float w = std::exp(parts.m[at] - M);
-        l += parts.l[at] * w;
-        const float* a = parts.acc.data() + at * parts.dvp;
-        for (size_t e = 0; e < buf.dvp; ++e) acc[e] += a[e] * w;
+      for (std::int64_t r = 0; r < rows.n; ++r) {
+        float* prow = p.probs.data + rows.b * p.probs.strides[0] + rows.head[r] * p.probs.strides[1] +
+                      rows.pos[r] * p.probs.strides[2] + t0 * p.probs.strides[3];
+        const std::int64_t ps = p.probs.strides[3];
+        const PLayout pl = buf.layout();
+        const bool zero = !any_visible || buf.l[r] == 0;
+        for (std::int64_t j = 0; j < tl; ++j) prow[j * ps] = zero ? 0.0f : buf.st[r * pl.pr + j * pl.pj];
       }
     }
-    WriteRow(p, rows, r, M, l, acc);
   }
-}
+
+  // Partial results of the decode path: for unit u and row r, the running max, sum and
+  // unnormalised output over that unit's key range.
+  struct Partials {
+    std::vector<float> m, l, acc;  // [units, kBlockQ], [units, kBlockQ], [units, kBlockQ, dvp]
+    size_t dvp = 0;
+  };
+
+  static void RunUnit(const Problem& p, const Plan& plan, std::int64_t u, Partials* parts) {
+    const std::int64_t item = u / plan.splits, split = u % plan.splits;
+    Rows rows;
+    RowsOfItem(p, plan, item, rows);
+    const Buffers buf = ThreadBuffers(p, rows.n);
+    const std::int64_t chunk = RoundUp(size_t(ceil_div(rows.max_visible, plan.splits)), kBlockK);
+    const std::int64_t k0 = std::min(rows.max_visible, split * chunk);
+    const std::int64_t k1 = std::min(rows.max_visible, k0 + chunk);
+    PackQueries(p, rows, buf);
+    AttendKeys(p, rows, k0, k1, buf);
+    if (plan.splits == 1) {
+      for (std::int64_t r = 0; r < rows.n; ++r) WriteRow(p, rows, r, buf.m[r], buf.l[r], buf.acc + r * buf.dvp);
+      if (p.has_probs) WriteProbs(p, rows, buf);
+      return;
+    }
+    const size_t base = size_t(u) * kBlockQ;
+    std::copy(buf.m, buf.m + rows.n, parts->m.begin() + base);
+    std::copy(buf.l, buf.l + rows.n, parts->l.begin() + base);
+    std::copy(buf.acc, buf.acc + rows.n * buf.dvp, parts->acc.begin() + base * buf.dvp);
+  }
+
+  // Merges the splits of one item by log-sum-exp, in split order (deterministic):
+  //   M = max_s m_s,  l = sum_s l_s e^(m_s - M),  out = sum_s acc_s e^(m_s - M) / l.
+  static void MergeItem(const Problem& p, const Plan& plan, std::int64_t item, const Partials& parts) {
+    Rows rows;
+    RowsOfItem(p, plan, item, rows);
+    const Buffers buf = ThreadBuffers(p, rows.n);
+    for (std::int64_t r = 0; r < rows.n; ++r) {
+      float M = kNegInf;
+      for (std::int64_t sp = 0; sp < plan.splits; ++sp) M = std::max(M, parts.m[size_t(item * plan.splits + sp) * kBlockQ + r]);
+      float* acc = buf.acc;
+      std::fill(acc, acc + buf.dvp, 0.0f);
+      float l = 0;
+      if (M != kNegInf) {
+        for (std::int64_t sp = 0; sp < plan.splits; ++sp) {
+          const size_t at = size_t(item * plan.splits + sp) * kBlockQ + r;
+          if (parts.l[at] == 0) continue;
+          const float w = std::exp(parts.m[at] - M);
+          l += parts.l[at] * w;
+          const float* a = parts.acc.data() + at * parts.dvp;
+          for (size_t e = 0; e < buf.dvp; ++e) acc[e] += a[e] * w;
+        }
+      }
+      WriteRow(p, rows, r, M, l, acc);
+    }
+  }
+
+  static void Run(const Problem& p, const Plan& plan) {
+    // Kept per calling thread and only ever grown: repeated decode calls allocate nothing. The
+    // workers must use the caller's instance, hence the reference (a thread_local named inside
+    // the parallel loop would be each worker's own).
+    static thread_local Partials callers_partials;
+    Partials& parts = callers_partials;
+    if (plan.splits > 1) {
+      parts.dvp = RoundUp(size_t(p.s.Dv), hn::Lanes(DF()));
+      parts.m.resize(size_t(plan.units()) * kBlockQ);
+      parts.l.resize(size_t(plan.units()) * kBlockQ);
+      parts.acc.resize(size_t(plan.units()) * kBlockQ * parts.dvp);
+    }
+    std::exception_ptr error;
+    std::mutex error_mutex;
+    auto guarded = [&](auto&& fn) {
+      try {
+        fn();
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(error_mutex);
+        if (!error) error = std::current_exception();
+      }
+    };
+    const std::int64_t units = plan.units();
+  #pragma omp parallel for schedule(dynamic, 1) num_threads(plan.threads) if (plan.threads > 1 && units > 1)
+    for (std::int64_t u = 0; u < units; ++u) guarded([&] { RunUnit(p, plan, u, &parts); });
+    if (error) std::rethrow_exception(error);
+    if (plan.splits > 1) {
+  #pragma omp parallel for schedule(static) num_threads(plan.threads) if (plan.threads > 1)
+      for (std::int64_t item = 0; item < plan.items; ++item) guarded([&] { MergeItem(p, plan, item, parts); });
+      if (error) std::rethrow_exception(error);
+    }
+  }
+
+};
 
 void RunAttention(const Problem& p, const Plan& plan) {
-  // Kept per calling thread and only ever grown: repeated decode calls allocate nothing. The
-  // workers must use the caller's instance, hence the reference (a thread_local named inside
-  // the parallel loop would be each worker's own).
-  static thread_local Partials callers_partials;
-  Partials& parts = callers_partials;
-  if (plan.splits > 1) {
-    parts.dvp = RoundUp(size_t(p.s.Dv), hn::Lanes(DF()));
-    parts.m.resize(size_t(plan.units()) * kBlockQ);
-    parts.l.resize(size_t(plan.units()) * kBlockQ);
-    parts.acc.resize(size_t(plan.units()) * kBlockQ * parts.dvp);
-  }
-  std::exception_ptr error;
-  std::mutex error_mutex;
-  auto guarded = [&](auto&& fn) {
-    try {
-      fn();
-    } catch (...) {
-      std::lock_guard<std::mutex> lock(error_mutex);
-      if (!error) error = std::current_exception();
-    }
-  };
-  const std::int64_t units = plan.units();
-#pragma omp parallel for schedule(dynamic, 1) num_threads(plan.threads) if (plan.threads > 1 && units > 1)
-  for (std::int64_t u = 0; u < units; ++u) guarded([&] { RunUnit(p, plan, u, &parts); });
-  if (error) std::rethrow_exception(error);
-  if (plan.splits > 1) {
-#pragma omp parallel for schedule(static) num_threads(plan.threads) if (plan.threads > 1)
-    for (std::int64_t item = 0; item < plan.items; ++item) guarded([&] { MergeItem(p, plan, item, parts); });
-    if (error) std::rethrow_exception(error);
+  if (plan.block_q == kWideBlockQ) {
+    Tiled<kWideBlockQ, kWideBlockK>::Run(p, plan);
+  } else {
+    Tiled<kBlockQ, kBlockK>::Run(p, plan);
   }
 }
 
