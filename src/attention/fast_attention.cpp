@@ -1,9 +1,10 @@
 // fast_attention.cpp — the CPU fast path of jomoim::attention.
 //
-// Tiled attention with online softmax: for each block of query rows, key/value tiles of
-// kBlockK keys stream past; each tile's scores S = Q K^T are computed into a 64 x 64 buffer,
+// Tiled attention with online softmax: for each block of kBlockQ query rows, key/value tiles
+// of kBlockK keys stream past; each tile's scores S = Q K^T are computed into a small buffer,
 // masked, exponentiated against a running row maximum, and accumulated into the output as
-// P V. No N x N buffer exists (see attention.hpp for what is allocated). SIMD through Highway
+// P V. Tile shapes (64 x 64, and 256 x 32 or 32 x 32 for some problems) are chosen per call
+// in plan.hpp. No N x N buffer exists (see attention.hpp for what is allocated). SIMD through Highway
 // (compiled for every x86 target, dispatched once per call), threads through OpenMP.
 //
 // This file is compiled once per SIMD target (Highway's foreach_target re-includes it).
@@ -50,8 +51,8 @@ constexpr size_t kNV = 2;
 constexpr size_t kMR = 4;
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-// Everything below is instantiated for two tile shapes (see plan.hpp): kBlockQ query rows
-// by kBlockK keys.
+// Everything below is instantiated for each tile shape of plan.hpp: kBlockQ query rows by
+// kBlockK keys.
 template <std::int64_t kBlockQ, std::int64_t kBlockK>
 struct Tiled {
 
@@ -558,6 +559,8 @@ struct Tiled {
 void RunAttention(const Problem& p, const Plan& plan) {
   if (plan.block_q == kWideBlockQ) {
     Tiled<kWideBlockQ, kWideBlockK>::Run(p, plan);
+  } else if (plan.block_q == kNarrowBlockQ) {
+    Tiled<kNarrowBlockQ, kNarrowBlockK>::Run(p, plan);
   } else {
     Tiled<kBlockQ, kBlockK>::Run(p, plan);
   }
