@@ -26,12 +26,15 @@
 //     non-zero strides on every dimension longer than 1 and must not overlap the inputs.
 //
 // Memory: attention() never allocates anything that grows with Nq or Nk. Per thread it keeps
-// scratch of 3*64*D + 2*64*Dv + 64*64 + 192 floats (packed queries, a packed key tile when K
-// is not contiguous along D, a packed value tile when V is not, the 64 x 64 score tile, the
-// output accumulator; about 180 KiB at D = Dv = 128), allocated on the thread's first call
-// and reused by later calls. The decode path (few query rows, many keys, several threads)
+// scratch of 2*Bq*D + Bk*D + Bk*Dv + Bq*Bk + Bq*Dv + 3*Bq floats (packed queries, a packed key
+// tile when K is not contiguous along D, a packed value tile when V is not, the score tile,
+// the output accumulator), where the tile shape Bq x Bk is 64 x 64, 32 x 32 (short causal)
+// or 256 x 32 (long non-causal, D >= 128): 177 KiB at D = Dv = 128 with 64 x 64, 451 KiB
+// with 256 x 32. It is allocated on the thread's first call, grown only when a later call
+// needs more, and reused. The decode path (few query rows, many keys, several threads)
 // also keeps, per calling thread and likewise reused, a buffer of partial results of
-// units * 64 * (Dv + 2) floats, where units is below 8 * threads. The probs output is the only N x N memory, and it is the caller's.
+// units * Bq * (Dv + 2) floats, where units is below 8 * threads. The probs output is the
+// only N x N memory, and it is the caller's.
 // attention_reference() allocates Nk doubles and its B*Hq*Nq*(Dv + Nk + 1) result.
 //
 // Threads: OpenMP, over batch x kv-head x query-block work items (keys too when there are too
