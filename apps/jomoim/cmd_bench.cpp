@@ -398,6 +398,9 @@ Json attention_json(const Workload& w, const AttentionRun& r, int threads) {
   for (auto [key, value] : {std::pair{"b", w.B}, {"hq", w.Hq}, {"hkv", w.Hkv}, {"nq", w.Nq},
                             {"nk", w.Nk}, {"d", w.D}, {"dv", w.Dv}})
     j[key] = value;
+  // The same shape under the names of the command-line flags, and as DESIGN.md's letters.
+  j["shape"] = {{"batch", w.B}, {"heads", w.Hq}, {"kv_heads", w.Hkv}, {"q_len", w.Nq},
+                {"kv_len", w.Nk}, {"head_dim", w.D}, {"value_dim", w.Dv}};
   j["causal"] = w.causal;
   j["threads"] = threads;
   j["simd_target"] = active_simd_target();
