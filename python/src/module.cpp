@@ -1,0 +1,319 @@
+// module.cpp — jomoim._jomoim, the Python binding of the attention engine (pybind11).
+//
+// NumPy in, NumPy out. Inputs are float32 ndarrays of any strides: each becomes a
+// jomoim::ConstTensor4 view of the array's own memory (strides converted from bytes to
+// elements), so transposed and sliced views cost no copy. Outputs are new C-order arrays.
+// The GIL is released while the engine runs; the input arrays stay referenced by the call's
+// arguments until it returns. jomoim::Error becomes jomoim.Error, a subclass of ValueError,
+// with the engine's one-line message; arguments of the wrong type raise TypeError.
+//
+// The Python package (python/jomoim/__init__.py) re-exports these functions; its stub file
+// __init__.pyi carries the typed signatures.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "jomoim/attention.hpp"
+#include "jomoim/simd.hpp"
+
+namespace py = pybind11;
+
+namespace {
+
+using jomoim::ConstTensor4;
+using Index = std::int64_t;
+
+std::string type_name(py::handle obj) { return py::str(py::type::handle_of(obj).attr("__name__")); }
+
+std::string shape_text(const py::array& a) {
+  std::string s = "(";
+  for (py::ssize_t d = 0; d < a.ndim(); ++d) s += (d ? ", " : "") + std::to_string(a.shape(d));
+  return s + (a.ndim() == 1 ? ",)" : ")");
+}
+
+// The argument as a float32 ndarray (a borrowed reference: the caller's arguments keep it
+// alive), or TypeError naming the argument.
+py::array float32_array(const char* name, py::handle obj) {
+  if (!py::isinstance<py::array>(obj))
+    throw py::type_error(std::string(name) + ": expected a numpy.ndarray of float32, got " + type_name(obj));
+  auto a = py::reinterpret_borrow<py::array>(obj);
+  // PyArray_EquivTypes: float32 in native byte order only ('>f4' is refused too).
+  if (!py::array_t<float>::check_(a))
+    throw py::type_error(std::string(name) + ": expected dtype float32 (native byte order), got " +
+                         std::string(py::str(a.dtype())));
+  return a;
+}
+
+// A view of `a`'s memory with `shape` (a's shape, or a broadcast of it with leading 1s) and
+// its strides in elements. A dimension of extent 0 or 1 gets stride 0, whatever NumPy says.
+ConstTensor4 view_of(const char* name, const py::array& a, const std::array<Index, 4>& shape) {
+  if (reinterpret_cast<std::uintptr_t>(a.data()) % alignof(float) != 0)
+    throw py::value_error(std::string(name) + ": the array's data is not aligned to 4 bytes; "
+                          "pass a copy (numpy.ascontiguousarray)");
+  ConstTensor4 v;
+  v.data = static_cast<const float*>(a.data());
+  v.shape = shape;
+  const py::ssize_t lead = 4 - a.ndim();
+  for (py::ssize_t d = 0; d < 4; ++d) {
+    v.strides[d] = 0;
+    if (d < lead || shape[d] <= 1) continue;
+    const py::ssize_t bytes = a.strides(d - lead);
+    if (bytes % py::ssize_t(sizeof(float)) != 0)
+      throw py::value_error(std::string(name) + ": stride " + std::to_string(bytes) + " bytes of dimension " +
+                            std::to_string(d - lead) + " is not a multiple of 4 (the float32 size); "
+                            "pass a copy (numpy.ascontiguousarray)");
+    v.strides[d] = Index(bytes / py::ssize_t(sizeof(float)));
+  }
+  return v;
+}
+
+// q, k, v: rank 4 in the layout the notation names.
+ConstTensor4 input4(const char* name, const py::array& a, const char* layout) {
+  if (a.ndim() != 4)
+    throw py::value_error(std::string(name) + ": expected a rank-4 array " + layout + ", got shape " +
+                          shape_text(a) + " (rank " + std::to_string(a.ndim()) + ")");
+  return view_of(name, a, {Index(a.shape(0)), Index(a.shape(1)), Index(a.shape(2)), Index(a.shape(3))});
+}
+
+// The bias under NumPy's broadcasting rules: rank 0 to 4, aligned to the right of
+// [B, Hq, Nq, Nk], missing leading dimensions count as 1. The engine checks each dimension.
+ConstTensor4 bias_view(const py::array& a) {
+  if (a.ndim() > 4)
+    throw py::value_error("bias: expected rank 0 to 4 (broadcastable to [B, Hq, Nq, Nk]), got shape " +
+                          shape_text(a) + " (rank " + std::to_string(a.ndim()) + ")");
+  std::array<Index, 4> shape = {1, 1, 1, 1};
+  for (py::ssize_t d = 0; d < a.ndim(); ++d) shape[std::size_t(4 - a.ndim() + d)] = Index(a.shape(d));
+  return view_of("bias", a, shape);
+}
+
+// key_lengths: any iterable of integers (a list, a tuple, a 1-D integer ndarray). Values are
+// checked against B and Nk by the engine.
+std::vector<Index> key_lengths_of(py::handle obj) {
+  if (py::isinstance<py::array>(obj)) {
+    auto a = py::reinterpret_borrow<py::array>(obj);
+    const char kind = a.dtype().kind();
+    if (kind != 'i' && kind != 'u')
+      throw py::type_error("key_lengths: expected integers, got an array of dtype " + std::string(py::str(a.dtype())));
+    if (a.ndim() != 1)
+      throw py::value_error("key_lengths: expected a 1-D array of B entries, got shape " + shape_text(a));
+  } else if (!py::isinstance<py::iterable>(obj) || py::isinstance<py::str>(obj) || py::isinstance<py::bytes>(obj)) {
+    throw py::type_error("key_lengths: expected a sequence of integers (one per batch), got " + type_name(obj));
+  }
+  std::vector<Index> out;
+  for (py::handle item : obj) {
+    // operator.index semantics: Python and NumPy integers, not floats or bools' look-alikes.
+    PyObject* i = PyNumber_Index(item.ptr());
+    if (!i) {
+      PyErr_Clear();
+      throw py::type_error("key_lengths: entry " + std::to_string(out.size()) + " is not an integer (" +
+                           type_name(item) + ")");
+    }
+    int overflow = 0;
+    const long long n = PyLong_AsLongLongAndOverflow(i, &overflow);
+    Py_DECREF(i);
+    if (overflow)
+      throw py::value_error("key_lengths: entry " + std::to_string(out.size()) + " is out of range");
+    out.push_back(Index(n));
+  }
+  return out;
+}
+
+// The parsed arguments shared by attention() and attention_reference(). Holds the views and
+// the key lengths the options point at; the arrays themselves are kept alive by the caller.
+struct Call {
+  ConstTensor4 q, k, v;
+  jomoim::AttentionOptions opt;
+  std::vector<Index> key_lengths;
+  jomoim::AttentionShape shape{};
+  bool col = false;
+};
+
+void parse(Call& c, py::handle q, py::handle k, py::handle v, bool causal, std::optional<double> scale,
+           py::handle bias, py::handle key_lengths, const std::string& notation) {
+  c.opt.notation = jomoim::parse_notation(notation);
+  c.col = c.opt.notation == jomoim::Notation::col3b1b;
+  const py::array qa = float32_array("q", q), ka = float32_array("k", k), va = float32_array("v", v);
+  c.q = input4("q", qa, c.col ? "[B, Hq, D, Nq]" : "[B, Hq, Nq, D]");
+  c.k = input4("k", ka, c.col ? "[B, Hkv, D, Nk]" : "[B, Hkv, Nk, D]");
+  c.v = input4("v", va, c.col ? "[B, Hkv, Dv, Nk]" : "[B, Hkv, Nk, Dv]");
+  c.opt.causal = causal;
+  if (scale) {
+    // A double beyond float's range cannot be converted (undefined behaviour): refuse here.
+    if (!std::isfinite(*scale) || std::fabs(*scale) > double(std::numeric_limits<float>::max()))
+      throw py::value_error("scale: expected a finite float32 number, got " +
+                            std::string(py::str(py::float_(*scale))));
+    c.opt.scale = float(*scale);
+  }
+  if (!bias.is_none()) c.opt.bias = bias_view(float32_array("bias", bias));
+  if (!key_lengths.is_none()) {
+    c.key_lengths = key_lengths_of(key_lengths);
+    // An empty span means "no key lengths"; B = 0 with [] is the same problem, and B > 0 with []
+    // must still be refused, so pass a non-null pointer to zero entries only when B == 0.
+    c.opt.key_lengths = std::span<const Index>(c.key_lengths.data(), c.key_lengths.size());
+    if (c.key_lengths.empty() && c.q.shape[0] != 0)
+      throw jomoim::Error("key_lengths: expected " + std::to_string(c.q.shape[0]) +
+                          " entries (one per batch), got 0");
+  }
+  c.shape = jomoim::check_attention_args(c.q, c.k, c.v, nullptr, c.opt);
+}
+
+// out, or a tuple (out, lse, probs) of the requested ones.
+py::object result(py::object out, py::object lse, py::object probs) {
+  if (lse.is_none() && probs.is_none()) return out;
+  py::list items;
+  items.append(out);
+  if (!lse.is_none()) items.append(lse);
+  if (!probs.is_none()) items.append(probs);
+  return py::tuple(items);
+}
+
+template <class T>
+py::array_t<T> new_array(std::initializer_list<Index> shape) {
+  return py::array_t<T>(std::vector<py::ssize_t>(shape.begin(), shape.end()));
+}
+
+py::object attention(py::handle q, py::handle k, py::handle v, bool causal, std::optional<double> scale,
+                     py::handle bias, py::handle key_lengths, const std::string& notation, bool return_lse,
+                     bool return_probs, std::optional<int> threads) {
+  Call c;
+  if (threads && *threads < 1)
+    throw py::value_error("threads: expected a positive count or None (OpenMP's default), got " +
+                          std::to_string(*threads));
+  c.opt.threads = threads.value_or(0);
+  parse(c, q, k, v, causal, scale, bias, key_lengths, notation);
+  const jomoim::AttentionShape& s = c.shape;
+  // Outputs: new C-order arrays, in the caller's notation (3b1b: out is [B, Hq, Dv, Nq]).
+  auto out = c.col ? new_array<float>({s.B, s.Hq, s.Dv, s.Nq}) : new_array<float>({s.B, s.Hq, s.Nq, s.Dv});
+  auto out_view = jomoim::Tensor4::contiguous(out.mutable_data(), {out.shape(0), out.shape(1), out.shape(2), out.shape(3)});
+  py::object lse = py::none(), probs = py::none();
+  if (return_lse) {
+    auto a = new_array<float>({s.B, s.Hq, s.Nq});
+    c.opt.lse = jomoim::Tensor3::contiguous(a.mutable_data(), {s.B, s.Hq, s.Nq});
+    lse = a;
+  }
+  if (return_probs) {
+    auto a = new_array<float>({s.B, s.Hq, s.Nq, s.Nk});
+    c.opt.probs = jomoim::Tensor4::contiguous(a.mutable_data(), {s.B, s.Hq, s.Nq, s.Nk});
+    probs = a;
+  }
+  {
+    py::gil_scoped_release unlocked;
+    jomoim::attention(c.q, c.k, c.v, out_view, c.opt);
+  }
+  return result(out, lse, probs);
+}
+
+// A new float64 array of `shape` filled from `src` (C order).
+py::array_t<double> from_vector(const std::vector<double>& src, std::initializer_list<Index> shape) {
+  auto a = new_array<double>(shape);
+  if (!src.empty()) std::memcpy(a.mutable_data(), src.data(), src.size() * sizeof(double));
+  return a;
+}
+
+py::object attention_reference(py::handle q, py::handle k, py::handle v, bool causal, std::optional<double> scale,
+                               py::handle bias, py::handle key_lengths, const std::string& notation,
+                               bool return_lse, bool return_probs) {
+  Call c;
+  parse(c, q, k, v, causal, scale, bias, key_lengths, notation);
+  const jomoim::AttentionShape& s = c.shape;
+  jomoim::ReferenceResult r;
+  {
+    py::gil_scoped_release unlocked;
+    r = jomoim::attention_reference(c.q, c.k, c.v, c.opt);
+  }
+  py::object out = from_vector(r.out, {s.B, s.Hq, s.Nq, s.Dv});
+  if (c.col) out = py::module_::import("numpy").attr("ascontiguousarray")(out.attr("swapaxes")(2, 3));
+  py::object lse = return_lse ? py::object(from_vector(r.lse, {s.B, s.Hq, s.Nq})) : py::object(py::none());
+  py::object probs =
+      return_probs ? py::object(from_vector(r.probs, {s.B, s.Hq, s.Nq, s.Nk})) : py::object(py::none());
+  return result(out, lse, probs);
+}
+
+// pybind11's generated signatures would show the arguments as "handle": each docstring starts
+// with the signature as Python users write it instead.
+const char* kAttentionDoc = R"doc(attention(q, k, v, *, causal=False, scale=None, bias=None, key_lengths=None, notation='paper', return_lse=False, return_probs=False, threads=None) -> out | (out, lse) | (out, probs) | (out, lse, probs)
+
+Exact scaled dot-product attention on the CPU (float32).
+
+    out = softmax(q @ k^T * scale + bias, masked) @ v       (notation="paper")
+
+Shapes (paper notation; DESIGN.md):
+    q [B, Hq, Nq, D]   k [B, Hkv, Nk, D]   v [B, Hkv, Nk, Dv]   ->  out [B, Hq, Nq, Dv]
+With notation="3b1b" (3Blue1Brown's column matrices) q, k, v and out are [B, H, D, N]
+instead; bias, lse and probs keep the shapes below.
+
+Arguments:
+    q, k, v       numpy.ndarray, dtype float32, any strides (transposed or sliced views are
+                  read in place, without a copy; strides must be multiples of 4 bytes).
+    causal        mask aligned bottom-right: query i sees key j iff j <= i + (L - Nq), L = Nk
+                  or key_lengths[b].
+    scale         multiplies q @ k^T; default 1 / sqrt(D). Must be a finite float32.
+    bias          float32 array broadcastable (NumPy rules) to [B, Hq, Nq, Nk], added to the
+                  scaled scores; -inf masks a key.
+    key_lengths   B integers in [0, Nk]: batch b sees only keys j < key_lengths[b].
+    notation      "paper" or "3b1b".
+    return_lse    also return the natural-log log-sum-exp of each row's scores, [B, Hq, Nq].
+    return_probs  also return the softmax weights, [B, Hq, Nq, Nk] (the only N x N memory).
+    threads       OpenMP threads for this call; None: OpenMP's default (OMP_NUM_THREADS).
+
+Returns:
+    out (a new C-order float32 array) when neither return_lse nor return_probs is set;
+    otherwise a tuple: (out, lse), (out, probs) or (out, lse, probs).
+    Query heads h read key/value head h // (Hq // Hkv) (grouped-query; Hq % Hkv == 0). A row
+    whose keys are all masked gives zeros and lse = -inf; Nk = 0 is allowed.
+
+Raises:
+    TypeError     an argument of the wrong type (not an ndarray, dtype not float32).
+    jomoim.Error  (a ValueError) the engine's one-line message: wrong rank, mismatched shapes,
+                  Hq not a multiple of Hkv, bad key_lengths, bad notation, non-finite scale ...
+    MemoryError   the outputs do not fit in memory.
+
+The GIL is released during the computation, so Python threads can run attention at the same
+time; nothing is written to the inputs. Results are bitwise identical between calls with the
+same thread count.)doc";
+
+const char* kReferenceDoc = R"doc(attention_reference(q, k, v, *, causal=False, scale=None, bias=None, key_lengths=None, notation='paper', return_lse=False, return_probs=False) -> out | (out, lse) | (out, probs) | (out, lse, probs)
+
+The float64 oracle of attention(): plain loops, no tiling, no SIMD, one thread.
+
+Same arguments, rules and errors as attention() (without threads); the float32 inputs are read
+exactly and every result is a new C-order float64 array: out (in the caller's notation), and
+per the flags (out, lse), (out, probs) or (out, lse, probs). Meant for tests and checks: it
+allocates Nk doubles plus its results, and is far slower than attention().)doc";
+
+}  // namespace
+
+PYBIND11_MODULE(_jomoim, m) {
+  m.doc() = "jomoim's attention engine for NumPy (the compiled part of the jomoim package).";
+  py::register_exception<jomoim::Error>(m, "Error", PyExc_ValueError);
+  m.attr("__version__") = JOMOIM_VERSION;
+  py::options options;
+  options.disable_function_signatures();
+
+  m.def("attention", &attention, kAttentionDoc, py::arg("q"), py::arg("k"), py::arg("v"), py::kw_only(),
+        py::arg("causal") = false, py::arg("scale") = py::none(), py::arg("bias") = py::none(),
+        py::arg("key_lengths") = py::none(), py::arg("notation") = "paper", py::arg("return_lse") = false,
+        py::arg("return_probs") = false, py::arg("threads") = py::none());
+  m.def("attention_reference", &attention_reference, kReferenceDoc, py::arg("q"), py::arg("k"), py::arg("v"),
+        py::kw_only(), py::arg("causal") = false, py::arg("scale") = py::none(), py::arg("bias") = py::none(),
+        py::arg("key_lengths") = py::none(), py::arg("notation") = "paper", py::arg("return_lse") = false,
+        py::arg("return_probs") = false);
+  m.def("simd_targets", &jomoim::simd_targets,
+        "simd_targets() -> list[str]\n\nSIMD targets compiled into the engine that this CPU can run, best first (e.g. ['AVX3', 'AVX2', ...]).");
+  m.def("active_simd_target", &jomoim::active_simd_target, "active_simd_target() -> str\n\nThe SIMD target the kernels dispatch to now.");
+  m.def("set_simd_target", &jomoim::set_simd_target, py::arg("name"),
+        "set_simd_target(name: str) -> None\n\nRestricts dispatch to one of simd_targets(); '' restores the default. Raises jomoim.Error for an\n"
+        "unknown name. Not thread-safe: call it while no attention call is running (tests use it to\n"
+        "check every code path on one machine).");
+  m.def("_noop", [](py::handle, py::handle, py::handle) {}, py::arg("q"), py::arg("k"), py::arg("v"),
+        "_noop(q, k, v) -> None\n\nDoes nothing: the floor of a pybind11 call, for bench/python_bench.py.");
+}
