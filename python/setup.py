@@ -26,7 +26,8 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 HERE = pathlib.Path(__file__).resolve().parent
-ROOT = HERE.parent
+# The repository root; JOMOIM_SOURCE_DIR overrides it when this folder is built from a copy.
+ROOT = pathlib.Path(os.environ.get("JOMOIM_SOURCE_DIR", HERE.parent)).resolve()
 
 
 def project_version():

@@ -32,7 +32,12 @@ namespace {
 using jomoim::ConstTensor4;
 using Index = std::int64_t;
 
-std::string type_name(py::handle obj) { return py::str(py::type::handle_of(obj).attr("__name__")); }
+// "list", "numpy.float32": the type of a refused argument, as messages name it.
+std::string type_name(py::handle obj) {
+  const py::handle t = py::type::handle_of(obj);
+  const std::string module = py::str(t.attr("__module__")), name = py::str(t.attr("__qualname__"));
+  return module == "builtins" ? name : module + "." + name;
+}
 
 std::string shape_text(const py::array& a) {
   std::string s = "(";
@@ -95,6 +100,49 @@ ConstTensor4 bias_view(const py::array& a) {
   return view_of("bias", a, shape);
 }
 
+// The keyword options are taken as Python objects and converted here, so that a wrong type
+// gives a one-line TypeError naming the option (pybind11's own message lists the signature
+// and the whole arrays).
+bool flag_of(const char* name, py::handle obj) {
+  if (PyBool_Check(obj.ptr())) return obj.ptr() == Py_True;
+  if (type_name(obj) == "numpy.bool_") return obj.cast<py::bool_>();
+  throw py::type_error(std::string(name) + ": expected True or False, got " + type_name(obj));
+}
+
+std::optional<double> scale_of(py::handle obj) {
+  if (obj.is_none()) return std::nullopt;
+  if (!PyNumber_Check(obj.ptr()) || PyComplex_Check(obj.ptr()))
+    throw py::type_error("scale: expected a real number or None, got " + type_name(obj));
+  const double x = PyFloat_AsDouble(obj.ptr());
+  if (x == -1.0 && PyErr_Occurred()) {
+    PyErr_Clear();
+    throw py::type_error("scale: expected a real number or None, got " + type_name(obj));
+  }
+  return x;
+}
+
+int threads_of(py::handle obj) {
+  if (obj.is_none()) return 0;  // OpenMP's default
+  PyObject* i = PyNumber_Index(obj.ptr());
+  if (!i) {
+    PyErr_Clear();
+    throw py::type_error("threads: expected a positive integer or None, got " + type_name(obj));
+  }
+  int overflow = 0;
+  const long long n = PyLong_AsLongLongAndOverflow(i, &overflow);
+  Py_DECREF(i);
+  if (overflow || n < 1 || n > 4096)
+    throw py::value_error("threads: expected a positive count or None (OpenMP's default), got " +
+                          std::string(py::str(obj)));
+  return int(n);
+}
+
+std::string notation_of(py::handle obj) {
+  if (!py::isinstance<py::str>(obj))
+    throw py::type_error("notation: expected 'paper' or '3b1b', got " + type_name(obj));
+  return obj.cast<std::string>();
+}
+
 // key_lengths: any iterable of integers (a list, a tuple, a 1-D integer ndarray). Values are
 // checked against B and Nk by the engine.
 std::vector<Index> key_lengths_of(py::handle obj) {
@@ -137,9 +185,11 @@ struct Call {
   bool col = false;
 };
 
-void parse(Call& c, py::handle q, py::handle k, py::handle v, bool causal, std::optional<double> scale,
-           py::handle bias, py::handle key_lengths, const std::string& notation) {
-  c.opt.notation = jomoim::parse_notation(notation);
+void parse(Call& c, py::handle q, py::handle k, py::handle v, py::handle causal_obj, py::handle scale_obj,
+           py::handle bias, py::handle key_lengths, py::handle notation) {
+  c.opt.notation = jomoim::parse_notation(notation_of(notation));
+  const bool causal = flag_of("causal", causal_obj);
+  const std::optional<double> scale = scale_of(scale_obj);
   c.col = c.opt.notation == jomoim::Notation::col3b1b;
   const py::array qa = float32_array("q", q), ka = float32_array("k", k), va = float32_array("v", v);
   c.q = input4("q", qa, c.col ? "[B, Hq, D, Nq]" : "[B, Hq, Nq, D]");
@@ -181,14 +231,12 @@ py::array_t<T> new_array(std::initializer_list<Index> shape) {
   return py::array_t<T>(std::vector<py::ssize_t>(shape.begin(), shape.end()));
 }
 
-py::object attention(py::handle q, py::handle k, py::handle v, bool causal, std::optional<double> scale,
-                     py::handle bias, py::handle key_lengths, const std::string& notation, bool return_lse,
-                     bool return_probs, std::optional<int> threads) {
+py::object attention(py::handle q, py::handle k, py::handle v, py::handle causal, py::handle scale,
+                     py::handle bias, py::handle key_lengths, py::handle notation, py::handle lse_flag,
+                     py::handle probs_flag, py::handle threads) {
   Call c;
-  if (threads && *threads < 1)
-    throw py::value_error("threads: expected a positive count or None (OpenMP's default), got " +
-                          std::to_string(*threads));
-  c.opt.threads = threads.value_or(0);
+  c.opt.threads = threads_of(threads);
+  const bool return_lse = flag_of("return_lse", lse_flag), return_probs = flag_of("return_probs", probs_flag);
   parse(c, q, k, v, causal, scale, bias, key_lengths, notation);
   const jomoim::AttentionShape& s = c.shape;
   // Outputs: new C-order arrays, in the caller's notation (3b1b: out is [B, Hq, Dv, Nq]).
@@ -219,10 +267,11 @@ py::array_t<double> from_vector(const std::vector<double>& src, std::initializer
   return a;
 }
 
-py::object attention_reference(py::handle q, py::handle k, py::handle v, bool causal, std::optional<double> scale,
-                               py::handle bias, py::handle key_lengths, const std::string& notation,
-                               bool return_lse, bool return_probs) {
+py::object attention_reference(py::handle q, py::handle k, py::handle v, py::handle causal, py::handle scale,
+                               py::handle bias, py::handle key_lengths, py::handle notation, py::handle lse_flag,
+                               py::handle probs_flag) {
   Call c;
+  const bool return_lse = flag_of("return_lse", lse_flag), return_probs = flag_of("return_probs", probs_flag);
   parse(c, q, k, v, causal, scale, bias, key_lengths, notation);
   const jomoim::AttentionShape& s = c.shape;
   jomoim::ReferenceResult r;
@@ -300,13 +349,13 @@ PYBIND11_MODULE(_jomoim, m) {
   options.disable_function_signatures();
 
   m.def("attention", &attention, kAttentionDoc, py::arg("q"), py::arg("k"), py::arg("v"), py::kw_only(),
-        py::arg("causal") = false, py::arg("scale") = py::none(), py::arg("bias") = py::none(),
-        py::arg("key_lengths") = py::none(), py::arg("notation") = "paper", py::arg("return_lse") = false,
-        py::arg("return_probs") = false, py::arg("threads") = py::none());
+        py::arg("causal") = py::bool_(false), py::arg("scale") = py::none(), py::arg("bias") = py::none(),
+        py::arg("key_lengths") = py::none(), py::arg("notation") = py::str("paper"), py::arg("return_lse") = py::bool_(false),
+        py::arg("return_probs") = py::bool_(false), py::arg("threads") = py::none());
   m.def("attention_reference", &attention_reference, kReferenceDoc, py::arg("q"), py::arg("k"), py::arg("v"),
-        py::kw_only(), py::arg("causal") = false, py::arg("scale") = py::none(), py::arg("bias") = py::none(),
-        py::arg("key_lengths") = py::none(), py::arg("notation") = "paper", py::arg("return_lse") = false,
-        py::arg("return_probs") = false);
+        py::kw_only(), py::arg("causal") = py::bool_(false), py::arg("scale") = py::none(), py::arg("bias") = py::none(),
+        py::arg("key_lengths") = py::none(), py::arg("notation") = py::str("paper"), py::arg("return_lse") = py::bool_(false),
+        py::arg("return_probs") = py::bool_(false));
   m.def("simd_targets", &jomoim::simd_targets,
         "simd_targets() -> list[str]\n\nSIMD targets compiled into the engine that this CPU can run, best first (e.g. ['AVX3', 'AVX2', ...]).");
   m.def("active_simd_target", &jomoim::active_simd_target, "active_simd_target() -> str\n\nThe SIMD target the kernels dispatch to now.");
