@@ -86,6 +86,9 @@ struct FloatArray {
 
 class SafetensorsFile {
  public:
+  // An empty file object: no tensors, no metadata, name "" (to be assigned from open later).
+  SafetensorsFile() = default;
+
   // Maps the file read-only and validates everything (see the top of this header); throws
   // jomoim::Error "<path>: <problem>", also for I/O errors and files that are not regular files.
   static SafetensorsFile open(const std::filesystem::path& path);
@@ -116,7 +119,6 @@ class SafetensorsFile {
   std::size_t data_offset() const;
 
  private:
-  SafetensorsFile() = default;
   static SafetensorsFile parse(std::span<const std::byte> bytes, std::string name,
                                std::shared_ptr<const void> keepalive);
 

@@ -206,10 +206,20 @@ json parse_header_json(std::string_view text, const std::string& name) {
     std::string what = e.what();
     if (const auto close = what.find("] "); what.rfind("[json.exception.", 0) == 0 && close != std::string::npos)
       what.erase(0, close + 2);
-    for (char& c : what)
-      if (static_cast<unsigned char>(c) < 0x20) c = ' ';
-    if (what.size() > 200) what = what.substr(0, 200) + "...";
-    fail(name, "header is not valid JSON: " + what);
+    // Its "last read: '...'" quotes header bytes: escape what is not printable ASCII.
+    std::string clean;
+    for (const char c : what.substr(0, 200)) {
+      const auto u = static_cast<unsigned char>(c);
+      if (u >= 0x20 && u < 0x7f) {
+        clean += c;
+      } else {
+        char hex[8];
+        std::snprintf(hex, sizeof hex, "\\x%02x", u);
+        clean += hex;
+      }
+    }
+    if (what.size() > 200) clean += "...";
+    fail(name, "header is not valid JSON: " + clean);
   }
 }
 
