@@ -83,7 +83,8 @@ std::shared_ptr<const Tokenizer::Impl> build_tokenizer(std::vector<std::string> 
 
   impl->merge_of.reserve(merges.size());
   for (std::size_t rank = 0; rank < merges.size(); ++rank) {
-    const auto& [left, right] = merges[rank];
+    const std::string& left = merges[rank].first;
+    const std::string& right = merges[rank].second;
     const auto problem = [&](const std::string& what) {
       return Error(merge_where(origin, rank) + ": merge " + quote(left + " " + right) + ": " + what);
     };

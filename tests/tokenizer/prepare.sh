@@ -18,7 +18,7 @@ if cmp -s "$here/package-lock.json" "$dest/package-lock.json" &&
 else
   command -v npm >/dev/null || { echo "prepare.sh: npm is not installed (scripts/setup.sh installs npm)" >&2; exit 1; }
   cp "$here/package.json" "$here/package-lock.json" "$dest/"
-  (cd "$dest" && npm ci --no-audit --no-fund --loglevel=error)
+  (cd "$dest" && npm ci --no-audit --no-fund --prefer-offline --loglevel=error)
 fi
 NODE_PATH="$dest/node_modules" node "$here/gpt2_oracle.js" "$here/corpus.json" "$dest/expected.json.tmp"
 mv "$dest/expected.json.tmp" "$dest/expected.json"
