@@ -17,6 +17,8 @@ packages=(
   pybind11-dev python3-dev                       # the Python module (python/)
   python3-pytest python3-torch                   # its tests: pytest, PyTorch 1.13 as a second oracle
   python3-venv python3-setuptools python3-wheel python3-pip  # its offline pip install (and test)
+  libpcre2-dev                                   # PCRE2: the tokenizer's Unicode-aware split pattern
+  nodejs npm                                     # tokenizer tests: gpt-3-encoder (npm ci in the build tree)
 )
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(python3-torch libjemalloc2 nodejs npm)
