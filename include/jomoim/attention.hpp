@@ -130,11 +130,11 @@ struct AttentionGradients {
 // the group and every query block; pass 2, parallel over (batch, query head, block of 64 query
 // rows), accumulates dQ. Each recomputes S, P and dP for its tiles (about 3.5x the forward's
 // floating-point work; no atomics, no N x N buffer). Per thread the scratch is
-//   pass 1: 64 * (2*Dp + 2*Dvp + 2*64 + 4) + (D + Dv) * 64 floats
-//   pass 2: 64 * (3*Dp + 1*Dvp + 2*64 + 4) + (D + Dv) * 64 floats
-// (Dp, Dvp: D, Dv rounded up to the SIMD width), about 224 KiB at D = Dv = 128, taken from the
-// same reused per-thread buffer as the forward's; nothing grows with Nq or Nk. Delta_i is
-// recomputed per tile from dout and out instead of stored.
+//   64 * (D + Dv + 2*Dp + Dvp + max(Dp, Dvp) + 2*64 + 2) floats
+// (Dp, Dvp: D, Dv rounded up to the SIMD width; K^T and V^T of a key tile, packed Q and dO rows,
+// the P and dS tiles, and two accumulators), 224.5 KiB at D = Dv = 128, 128.5 KiB at 64, taken
+// from the same per-thread buffer as the forward's (grown on demand, reused); nothing grows with
+// Nq or Nk. Delta_i is recomputed per tile from dout and out instead of stored.
 // Threads: OpenMP (options.threads). Each output element is accumulated by one work item in a
 // fixed order, so results are bitwise identical between runs with the same thread count and SIMD
 // target. When dbias is requested and the bias broadcasts over batch, heads or keys, pass 1 does
