@@ -92,6 +92,41 @@ BENCHMARK(BM_attention)
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
 
+// Backward: dQ, dK, dV of one forward (out and lse computed once, outside the timing). FLOP
+// counts the forward's convention (attention_flops) so the rate compares with BM_attention's:
+// the backward does about 3.5x that work (attention.hpp), so equal time means 3.5x the rate.
+void BM_attention_backward(benchmark::State& state) {
+  Inputs in(state.range(0), state.range(1), state.range(2), state.range(3), state.range(4), state.range(5));
+  jomoim::AttentionOptions options;
+  options.causal = state.range(6) != 0;
+  std::vector<float> lse(std::size_t(in.B * in.Hq * in.Nq)), dout(in.out.size(), 0.5f);
+  std::vector<float> dq(in.q.size()), dk(in.k.size()), dv(in.v.size());
+  options.lse = jomoim::Tensor3::contiguous(lse.data(), {in.B, in.Hq, in.Nq});
+  jomoim::attention(in.qv(), in.kv(), in.vv(), in.outv(), options);
+  options.lse.reset();
+  jomoim::AttentionGradients g;
+  g.dq = Tensor4::contiguous(dq.data(), {in.B, in.Hq, in.Nq, in.D});
+  g.dk = Tensor4::contiguous(dk.data(), {in.B, in.Hkv, in.Nk, in.D});
+  g.dv = Tensor4::contiguous(dv.data(), {in.B, in.Hkv, in.Nk, in.D});
+  const ConstTensor4 outv = in.outv(), doutv = ConstTensor4::contiguous(dout.data(), {in.B, in.Hq, in.Nq, in.D});
+  const jomoim::ConstTensor3 lsev = jomoim::ConstTensor3::contiguous(lse.data(), {in.B, in.Hq, in.Nq});
+  const jomoim::AttentionShape shape = jomoim::check_attention_args(in.qv(), in.kv(), in.vv(), nullptr, options);
+  for (auto _ : state) {
+    jomoim::attention_backward(in.qv(), in.kv(), in.vv(), outv, lsev, doutv, g, options);
+    benchmark::DoNotOptimize(dq.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["FLOP"] = benchmark::Counter(jomoim::attention_flops(shape, options.causal),
+                                              benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(jomoim::active_simd_target());
+}
+BENCHMARK(BM_attention_backward)
+    ->ArgNames({"B", "Hq", "Hkv", "Nq", "Nk", "D", "causal"})
+    ->Args({1, 12, 12, 512, 512, 64, 0})
+    ->Args({1, 12, 12, 512, 512, 64, 1})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
 // The engine against the float64 reference on a small grouped-query causal problem with
 // Nq != Nk. Tolerance: float32's worst-case rounding of this computation (see cmd_bench.cpp),
 // eps * (2*D*S + 2*Nk + 16) with |score| <= S = D * scale for inputs in [-1, 1).

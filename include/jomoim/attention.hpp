@@ -97,6 +97,63 @@ struct AttentionShape {
 AttentionShape check_attention_args(ConstTensor4 q, ConstTensor4 k, ConstTensor4 v,
                                     const Tensor4* out, const AttentionOptions& options);
 
+// ---------------------------------------------------------------------------------------------
+// Backward (gradients), FlashAttention-2 style: the scores are recomputed tile by tile from q, k
+// and the forward's log-sum-exp, so no N x N buffer exists. With s = scale, per query row i:
+//   P_ij = exp(s q_i.k_j + bias_ij - lse_i)  (0 where masked, and 0 on rows with lse = -inf)
+//   dV_j += sum_i P_ij dO_i,   dP_ij = dO_i.v_j,   Delta_i = dO_i.O_i,   dS_ij = P_ij (dP_ij - Delta_i)
+//   dQ_i = s sum_j dS_ij k_j,  dK_j += s sum_i dS_ij q_i,  dbias_ij = dS_ij (summed where broadcast)
+// GQA: dk and dv of a key/value head sum the contributions of every query head of its group.
+
+// The gradients attention_backward() writes. Every element of each given view is overwritten
+// (zeros where a gradient is zero: masked keys, keys past key_lengths, rows whose keys are all
+// masked). Outputs need non-overlapping strides and must not overlap any input or each other.
+struct AttentionGradients {
+  Tensor4 dq;                    // like q: [B, Hq, Nq, D] (3b1b: [B, Hq, D, Nq])
+  Tensor4 dk;                    // like k: [B, Hkv, Nk, D]; the query heads of a group summed
+  Tensor4 dv;                    // like v: [B, Hkv, Nk, Dv]
+  std::optional<Tensor4> dbias;  // exactly options.bias's shape; where the bias broadcasts (a
+                                 // dimension of 1) the gradient is summed over that dimension.
+                                 // Optional; refused when options.bias is not given.
+};
+
+// Gradients of attention(q, k, v, out, options) with respect to q, k, v (and the bias) given
+// dout = dL/dout. out [B, Hq, Nq, Dv] (notation as q) and lse [B, Hq, Nq] are the forward's
+// results (lse from options.lse of the forward call); dout has out's shape. Same options as the
+// forward (causal, scale, bias, key_lengths, notation, threads); options.lse and options.probs are
+// ignored. Throws jomoim::Error (one-line message naming the argument) before writing anything
+// on bad arguments: shape mismatches, dbias without a bias or of another shape, output strides
+// that alias, outputs overlapping an input (q, k, v, out, lse, dout, bias) or each other.
+//
+// Work and memory: two passes over the score tiles. Pass 1, parallel over (batch, kv head, key
+// block of 64 keys), accumulates dK and dV (and dbias) for its keys over every query head of
+// the group and every query block; pass 2, parallel over (batch, query head, block of 64 query
+// rows), accumulates dQ. Each recomputes S, P and dP for its tiles (about 3.5x the forward's
+// floating-point work; no atomics, no N x N buffer). Per thread the scratch is
+//   64 * (D + Dv + 2*Dp + Dvp + max(Dp, Dvp) + 2*64 + 2) floats
+// (Dp, Dvp: D, Dv rounded up to the SIMD width; K^T and V^T of a key tile, packed Q and dO rows,
+// the P and dS tiles, and two accumulators), 224.5 KiB at D = Dv = 128, 128.5 KiB at 64, taken
+// from the same per-thread buffer as the forward's (grown on demand, reused); nothing grows with
+// Nq or Nk. Delta_i is recomputed per tile from dout and out instead of stored.
+// Threads: OpenMP (options.threads). Each output element is accumulated by one work item in a
+// fixed order, so results are bitwise identical between runs with the same thread count and SIMD
+// target. When dbias is requested and the bias broadcasts over batch, heads or keys, pass 1 does
+// not split that dimension across threads (it is summed inside one work item instead); a bias
+// broadcasting over all of batch, heads and keys makes pass 1 single-threaded.
+void attention_backward(ConstTensor4 q, ConstTensor4 k, ConstTensor4 v, ConstTensor4 out, ConstTensor3 lse,
+                        ConstTensor4 dout, const AttentionGradients& grads, const AttentionOptions& options = {});
+
+// The float64 oracle of the gradients: plain loops over the definition above, with its own
+// float64 forward (it needs neither out nor lse). Validates like attention_backward (dout has
+// out's shape, in options.notation). Results in the paper's layout, C order: dq [B, Hq, Nq, D],
+// dk [B, Hkv, Nk, D], dv [B, Hkv, Nk, Dv], dbias in options.bias's shape (empty without a bias).
+// Allocates its results and O(Nk + Dv) doubles of work space.
+struct ReferenceGradients {
+  std::vector<double> dq, dk, dv, dbias;
+};
+ReferenceGradients attention_backward_reference(ConstTensor4 q, ConstTensor4 k, ConstTensor4 v, ConstTensor4 dout,
+                                                const AttentionOptions& options = {});
+
 // Floating-point operations of one call: 2*B*Hq*Nq*Nk*(D+Dv), halved when causal (the
 // documented convention of the benchmarks; it ignores softmax and masks).
 double attention_flops(const AttentionShape& s, bool causal);

@@ -39,4 +39,22 @@ struct Problem {
 Problem make_problem(ConstTensor4 q, ConstTensor4 k, ConstTensor4 v, const Tensor4* out,
                      const AttentionOptions& options);
 
+// A backward call after validation (paper layout). dbias is a view of the caller's dbias with
+// stride 0 on every dimension where the bias broadcasts, so dbias(b, h, i, j) is the element that
+// (b, h, i, j) sums into.
+struct BackwardProblem {
+  Problem p;               // q, k, v, options (p.out, p.lse, p.probs unused)
+  ConstTensor4 out, dout;  // [B,Hq,Nq,Dv]
+  ConstTensor3 lse;        // [B,Hq,Nq]
+  Tensor4 dq, dk, dv;      // like q, k, v
+  bool has_dbias = false;
+  Tensor4 dbias;           // [B,Hq,Nq,Nk], stride 0 where the bias broadcasts
+  Tensor4 dbias_given;     // the caller's view (bias's shape), to zero before accumulating
+};
+
+// Validates a backward call (throws Error). out, lse and grads may be null (the reference).
+BackwardProblem make_backward_problem(ConstTensor4 q, ConstTensor4 k, ConstTensor4 v, const ConstTensor4* out,
+                                      const ConstTensor3* lse, ConstTensor4 dout, const AttentionGradients* grads,
+                                      const AttentionOptions& options);
+
 }  // namespace jomoim::detail

@@ -213,6 +213,85 @@ Problem make_problem(ConstTensor4 q_in, ConstTensor4 k_in, ConstTensor4 v_in, co
   return p;
 }
 
+BackwardProblem make_backward_problem(ConstTensor4 q_in, ConstTensor4 k_in, ConstTensor4 v_in, const ConstTensor4* out_in,
+                                      const ConstTensor3* lse_in, ConstTensor4 dout_in, const AttentionGradients* g,
+                                      const AttentionOptions& options) {
+  AttentionOptions o = options;  // the forward's outputs are not part of a backward call
+  o.lse.reset();
+  o.probs.reset();
+  BackwardProblem bp;
+  bp.p = make_problem(q_in, k_in, v_in, nullptr, o);
+  const AttentionShape& s = bp.p.s;
+  const bool col = o.notation == Notation::col3b1b;
+  auto paper = [&](const auto& view) { return col ? view.transposed(2, 3) : view; };
+  const char* o_letters = col ? "[B, Hq, Dv, Nq]" : "[B, Hq, Nq, Dv]";
+  const std::array<std::int64_t, 4> out_shape = {s.B, s.Hq, s.Nq, s.Dv};
+
+  check_view_basics("dout", dout_in);
+  bp.dout = paper(dout_in);
+  expect_shape("dout", bp.dout, out_shape, o_letters, o.notation, dout_in);
+  if (out_in) {
+    check_view_basics("out", *out_in);
+    bp.out = paper(*out_in);
+    expect_shape("out", bp.out, out_shape, o_letters, o.notation, *out_in);
+  }
+  if (lse_in) {
+    check_view_basics("lse", *lse_in);
+    const std::array<std::int64_t, 3> want = {s.B, s.Hq, s.Nq};
+    if (lse_in->shape != want)
+      throw Error("lse: expected shape " + dims_string<float, 3>(want) + " [B, Hq, Nq], got " + shape_string(*lse_in));
+    bp.lse = *lse_in;
+  }
+  if (!g) return bp;
+
+  // Gradients: each exactly like its input (in the caller's notation), distinct memory.
+  const std::pair<const char*, const Tensor4*> outs[] = {{"dq", &g->dq}, {"dk", &g->dk}, {"dv", &g->dv}};
+  const ConstTensor4 like[] = {q_in, k_in, v_in};
+  Tensor4* dst[] = {&bp.dq, &bp.dk, &bp.dv};
+  for (int t = 0; t < 3; ++t) {
+    const auto& [name, view] = outs[t];
+    check_view_basics(name, *view);
+    if (view->shape != like[t].shape)
+      throw Error(std::string(name) + ": expected the shape of " + (name + 1) + ", " + shape_string(like[t]) +
+                  ", got " + shape_string(*view));
+    check_output_strides(name, *view);
+    *dst[t] = paper(*view);
+  }
+  if (g->dbias) {
+    if (!o.bias) throw Error("dbias: given, but options.bias is not (a bias gradient needs a bias)");
+    const Tensor4& db = *g->dbias;
+    check_view_basics("dbias", db);
+    if (db.shape != o.bias->shape)
+      throw Error("dbias: expected the shape of bias, " + shape_string(*o.bias) + ", got " + shape_string(db));
+    check_output_strides("dbias", db);
+    bp.has_dbias = true;
+    bp.dbias_given = db;
+    bp.dbias = db;
+    const std::array<std::int64_t, 4> full = {s.B, s.Hq, s.Nq, s.Nk};
+    for (int d = 0; d < 4; ++d)
+      if (db.shape[d] != full[d]) {
+        bp.dbias.shape[d] = full[d];
+        bp.dbias.strides[d] = 0;
+      }
+  }
+  // No output may overlap an input or another output.
+  std::vector<std::pair<const char*, ConstTensor4>> inputs = {{"q", q_in}, {"k", k_in}, {"v", v_in}, {"dout", dout_in}};
+  if (out_in) inputs.push_back({"out", *out_in});
+  if (o.bias) inputs.push_back({"bias", *o.bias});
+  std::vector<std::pair<const char*, Tensor4>> written = {{"dq", g->dq}, {"dk", g->dk}, {"dv", g->dv}};
+  if (g->dbias) written.push_back({"dbias", *g->dbias});
+  for (std::size_t a = 0; a < written.size(); ++a) {
+    const auto& [name, view] = written[a];
+    for (const auto& [iname, in] : inputs)
+      if (overlaps(view, in)) throw Error(std::string(name) + ": memory overlaps the input " + iname);
+    if (lse_in && overlaps(view, *lse_in)) throw Error(std::string(name) + ": memory overlaps the input lse");
+    for (std::size_t b = 0; b < a; ++b)
+      if (overlaps(view, written[b].second))
+        throw Error(std::string(name) + ": memory overlaps the output " + written[b].first);
+  }
+  return bp;
+}
+
 }  // namespace detail
 
 AttentionShape check_attention_args(ConstTensor4 q, ConstTensor4 k, ConstTensor4 v,
