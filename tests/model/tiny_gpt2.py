@@ -1,0 +1,218 @@
+#!/usr/bin/env python3
+"""Tiny random GPT-2 checkpoints in the exact Hugging Face layout, and their logits from an
+independent implementation of the architecture in PyTorch (float64).
+
+    tiny_gpt2.py make OUTDIR      writes OUTDIR/<variant>/ model directories, the logits PyTorch
+                                  computes for a few token sequences (.npy, float32 from float64),
+                                  and OUTDIR/manifest.json describing them (read by test_gpt.cpp)
+
+The safetensors files are written here by hand (struct + json), not by jomoim, so the test reads
+a file from an independent writer. Run with Debian's /usr/bin/python3 (torch, numpy).
+"""
+import json
+import math
+import os
+import struct
+import sys
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+
+def bytes_to_unicode():
+    """GPT-2's byte -> printable character table: printable Latin-1 bytes map to themselves, the
+    others to 256, 257, ... in byte order."""
+    keep = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAC + 1)) + list(range(0xAE, 0xFF + 1))
+    table, extra = {}, 0
+    for b in range(256):
+        if b in keep:
+            table[b] = chr(b)
+        else:
+            table[b] = chr(256 + extra)
+            extra += 1
+    return table
+
+
+def tiny_tokenizer(outdir):
+    """A byte-level vocabulary: the 256 byte tokens, a few merges, and <|endoftext|> last."""
+    b2u = bytes_to_unicode()
+    tokens = [b2u[b] for b in range(256)]
+    merges = [("Ġ", "t"), ("h", "e"), ("Ġt", "he"), ("Ġ", "a"), ("a", "v"), ("Ġh", "av"), ("Ġ", "h"),
+              ("Ġhav", "e"), ("o", "t"), ("Ġl", "ot"), ("Ġ", "l"), ("i", "n"), ("Ġ", "I")]
+    # Merges must produce tokens in the vocabulary; add each result once, in rank order.
+    for a, b in merges:
+        if a + b not in tokens:
+            tokens.append(a + b)
+    for a, b in merges:
+        assert a in tokens and b in tokens, (a, b)
+    tokens.append("<|endoftext|>")
+    with open(os.path.join(outdir, "vocab.json"), "w", encoding="utf-8") as f:
+        json.dump({t: i for i, t in enumerate(tokens)}, f, ensure_ascii=False)
+    with open(os.path.join(outdir, "merges.txt"), "w", encoding="utf-8") as f:
+        f.write("#version: 0.2\n")
+        for a, b in merges:
+            f.write(f"{a} {b}\n")
+    return len(tokens)
+
+
+def write_safetensors(path, tensors, dtype="F32"):
+    """tensors: list of (name, numpy array). F32, F16 or BF16 little-endian."""
+    header, blobs, offset = {"__metadata__": {"format": "pt"}}, [], 0
+    for name, a in tensors:
+        a = np.ascontiguousarray(a, dtype=np.float32)
+        if dtype == "F32":
+            raw = a.astype("<f4").tobytes()
+        elif dtype == "F16":
+            raw = a.astype("<f2").tobytes()
+        elif dtype == "BF16":
+            bits = a.view(np.uint32)
+            # round to nearest even on the upper 16 bits
+            rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype("<u2")
+            raw = rounded.tobytes()
+        else:
+            raise ValueError(dtype)
+        header[name] = {"dtype": dtype, "shape": list(a.shape), "data_offsets": [offset, offset + len(raw)]}
+        blobs.append(raw)
+        offset += len(raw)
+    h = json.dumps(header).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)))
+        f.write(h)
+        for b in blobs:
+            f.write(b)
+
+
+def stored_values(a, dtype):
+    """What the file holds, as float64 (after F16/BF16 rounding)."""
+    a = np.asarray(a, dtype=np.float32)
+    if dtype == "F16":
+        return a.astype(np.float16).astype(np.float64)
+    if dtype == "BF16":
+        bits = a.view(np.uint32).astype(np.uint64)
+        r = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16
+        return r.astype(np.uint32).view(np.float32).astype(np.float64)
+    return a.astype(np.float64)
+
+
+def random_weights(cfg, seed):
+    rng = np.random.default_rng(seed)
+    C, V, P, L = cfg["n_embd"], cfg["vocab_size"], cfg["n_positions"], cfg["n_layer"]
+    Fi = cfg.get("n_inner") or 4 * C
+    w = {}
+
+    def n(*shape, s=0.02):
+        return (rng.standard_normal(shape) * s).astype(np.float32)
+
+    w["wte.weight"] = n(V, C, s=0.3)
+    w["wpe.weight"] = n(P, C, s=0.1)
+    for l in range(L):
+        h = f"h.{l}."
+        w[h + "ln_1.weight"] = (1 + n(C, s=0.1)).astype(np.float32)
+        w[h + "ln_1.bias"] = n(C, s=0.1)
+        w[h + "attn.c_attn.weight"] = n(C, 3 * C, s=0.3)
+        w[h + "attn.c_attn.bias"] = n(3 * C, s=0.1)
+        w[h + "attn.c_proj.weight"] = n(C, C, s=0.2)
+        w[h + "attn.c_proj.bias"] = n(C, s=0.05)
+        w[h + "ln_2.weight"] = (1 + n(C, s=0.1)).astype(np.float32)
+        w[h + "ln_2.bias"] = n(C, s=0.1)
+        w[h + "mlp.c_fc.weight"] = n(C, Fi, s=0.2)
+        w[h + "mlp.c_fc.bias"] = n(Fi, s=0.1)
+        w[h + "mlp.c_proj.weight"] = n(Fi, C, s=0.1)
+        w[h + "mlp.c_proj.bias"] = n(C, s=0.05)
+    w["ln_f.weight"] = (1 + n(C, s=0.1)).astype(np.float32)
+    w["ln_f.bias"] = n(C, s=0.1)
+    return w
+
+
+def torch_logits(cfg, w, ids):
+    """GPT-2 forward in PyTorch, float64, every position: [T, V]."""
+    t = {k: torch.from_numpy(np.asarray(v, dtype=np.float64)) for k, v in w.items()}
+    C, H = cfg["n_embd"], cfg["n_head"]
+    D = C // H
+    eps = cfg["layer_norm_epsilon"]
+    act = cfg.get("activation_function", "gelu_new")
+    ids = torch.tensor(ids, dtype=torch.long)
+    T = ids.shape[0]
+    x = t["wte.weight"][ids] + t["wpe.weight"][:T]
+    mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
+    for l in range(cfg["n_layer"]):
+        h = f"h.{l}."
+        a = F.layer_norm(x, (C,), t[h + "ln_1.weight"], t[h + "ln_1.bias"], eps)
+        qkv = a @ t[h + "attn.c_attn.weight"] + t[h + "attn.c_attn.bias"]
+        q, k, v = qkv.split(C, dim=-1)
+        q = q.view(T, H, D).transpose(0, 1)
+        k = k.view(T, H, D).transpose(0, 1)
+        v = v.view(T, H, D).transpose(0, 1)
+        s = (q @ k.transpose(-1, -2)) / math.sqrt(D)
+        s = s.masked_fill(~mask, float("-inf"))
+        o = torch.softmax(s, dim=-1) @ v
+        o = o.transpose(0, 1).reshape(T, C)
+        x = x + o @ t[h + "attn.c_proj.weight"] + t[h + "attn.c_proj.bias"]
+        a = F.layer_norm(x, (C,), t[h + "ln_2.weight"], t[h + "ln_2.bias"], eps)
+        f = a @ t[h + "mlp.c_fc.weight"] + t[h + "mlp.c_fc.bias"]
+        f = F.gelu(f) if act == "gelu" else F.gelu(f, approximate="tanh")
+        x = x + f @ t[h + "mlp.c_proj.weight"] + t[h + "mlp.c_proj.bias"]
+    x = F.layer_norm(x, (C,), t["ln_f.weight"], t["ln_f.bias"], eps)
+    return (x @ t["wte.weight"].T).numpy()
+
+
+def write_npy(path, a):
+    np.save(path, np.ascontiguousarray(a, dtype=np.float32))
+
+
+# Variants: plain F32 as Hugging Face saves GPT-2; "transformer."-prefixed F16 with the
+# attention mask buffers and an lm_head copy (ignored by loaders); BF16 with exact GELU and
+# an explicit n_inner.
+VARIANTS = [
+    dict(name="f32", dtype="F32", prefix="", extras=False,
+         cfg=dict(n_layer=2, n_head=4, n_embd=32, n_positions=48, layer_norm_epsilon=1e-5,
+                  activation_function="gelu_new", n_inner=None)),
+    dict(name="f16_prefixed", dtype="F16", prefix="transformer.", extras=True,
+         cfg=dict(n_layer=3, n_head=2, n_embd=24, n_positions=40, layer_norm_epsilon=1e-5,
+                  activation_function="gelu_new", n_inner=None)),
+    dict(name="bf16_gelu_erf", dtype="BF16", prefix="", extras=False,
+         cfg=dict(n_layer=1, n_head=3, n_embd=36, n_positions=32, layer_norm_epsilon=1e-6,
+                  activation_function="gelu", n_inner=80)),
+]
+
+
+def make(outdir):
+    os.makedirs(outdir, exist_ok=True)
+    manifest = {"variants": []}
+    for i, var in enumerate(VARIANTS):
+        d = os.path.join(outdir, var["name"])
+        os.makedirs(d, exist_ok=True)
+        vocab = tiny_tokenizer(d)
+        cfg = dict(var["cfg"], vocab_size=vocab, model_type="gpt2", n_ctx=var["cfg"]["n_positions"])
+        w = random_weights(cfg, seed=1234 + i)
+        tensors = [(var["prefix"] + k, v) for k, v in w.items()]
+        if var["extras"]:
+            P = cfg["n_positions"]
+            for l in range(cfg["n_layer"]):
+                tensors.append((var["prefix"] + f"h.{l}.attn.bias", np.tril(np.ones((1, 1, P, P), np.float32))))
+                tensors.append((var["prefix"] + f"h.{l}.attn.masked_bias", np.array(-1e4, np.float32)))
+            tensors.append(("lm_head.weight", w["wte.weight"]))
+        write_safetensors(os.path.join(d, "model.safetensors"), tensors, var["dtype"])
+        with open(os.path.join(d, "config.json"), "w") as f:
+            json.dump(cfg, f, indent=2)
+        stored = {k: stored_values(v, var["dtype"]) for k, v in w.items()}
+        rng = np.random.default_rng(99 + i)
+        cases = []
+        for j, T in enumerate([1, 2, 7, 19, cfg["n_positions"]]):
+            ids = rng.integers(0, vocab, size=T).tolist()
+            logits = torch_logits(cfg, stored, ids)
+            fname = f"{var['name']}_logits_{j}.npy"
+            write_npy(os.path.join(outdir, fname), logits)
+            cases.append({"ids": ids, "logits": fname})
+        manifest["variants"].append({"name": var["name"], "dir": var["name"], "cases": cases,
+                                     "vocab_size": vocab})
+    with open(os.path.join(outdir, "manifest.json"), "w") as f:
+        json.dump(manifest, f, indent=1)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3 or sys.argv[1] != "make":
+        sys.exit("usage: tiny_gpt2.py make OUTDIR")
+    make(sys.argv[2])

@@ -1,0 +1,506 @@
+// The GPT-2 runtime: logits against PyTorch (tiny_gpt2.py), KV-cache decoding against a full
+// recompute, the explorer's trace against the engine's float64 reference, silencing and Q/K
+// swapping, checkpoint round trips and refusals, and sampling.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "jomoim/attention.hpp"
+#include "jomoim/model.hpp"
+#include "jomoim/npy.hpp"
+#include "jomoim/safetensors.hpp"
+#include "jomoim/sampling.hpp"
+#include "model_test_util.hpp"
+
+namespace fs = std::filesystem;
+using namespace jomoim;
+using jomoim::test::random_gpt;
+using jomoim::test::relative_error;
+using jomoim::test::small_config;
+
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// Against PyTorch: the fixture directory is written by tests/model/tiny_gpt2.py (CTest fixture).
+
+struct TorchCase {
+  std::string variant;
+  fs::path dir;
+  std::vector<std::int32_t> ids;
+  std::vector<float> logits;  // [T, V]
+  int vocab = 0;
+};
+
+std::vector<TorchCase> torch_cases() {
+  const char* root = std::getenv("JOMOIM_TINY_GPT2");
+  std::vector<TorchCase> out;
+  if (!root) return out;
+  std::ifstream in(fs::path(root) / "manifest.json");
+  if (!in) return out;
+  const auto m = nlohmann::json::parse(in);
+  for (const auto& v : m["variants"]) {
+    for (const auto& c : v["cases"]) {
+      TorchCase t;
+      t.variant = v["name"];
+      t.dir = fs::path(root) / v["dir"].get<std::string>();
+      t.ids = c["ids"].get<std::vector<std::int32_t>>();
+      t.logits = read_npy(fs::path(root) / c["logits"].get<std::string>()).data;
+      t.vocab = v["vocab_size"];
+      out.push_back(std::move(t));
+    }
+  }
+  return out;
+}
+
+std::vector<float> row(const std::vector<float>& m, int r, int n) {
+  return {m.begin() + static_cast<std::ptrdiff_t>(r) * n, m.begin() + static_cast<std::ptrdiff_t>(r + 1) * n};
+}
+
+TEST(GptTorch, LogitsMatchPyTorchForEveryPosition) {
+  const auto cases = torch_cases();
+  if (cases.empty()) GTEST_SKIP() << "JOMOIM_TINY_GPT2 not set (needs python3-torch)";
+  std::map<std::string, int> seen;
+  for (const auto& c : cases) {
+    const GptModel m = GptModel::load(c.dir);
+    for (int threads : {1, 2}) {
+      GptModel mt = GptModel::load(c.dir);
+      mt.set_threads(threads);
+      const auto got = mt.logits(c.ids);
+      EXPECT_LE(relative_error(got, c.logits), 1e-4)
+          << c.variant << " T=" << c.ids.size() << " threads=" << threads;
+    }
+    seen[c.variant]++;
+  }
+  EXPECT_EQ(seen.size(), 3u);
+}
+
+TEST(GptTorch, KvCacheDecodingMatchesPyTorch) {
+  const auto cases = torch_cases();
+  if (cases.empty()) GTEST_SKIP() << "JOMOIM_TINY_GPT2 not set (needs python3-torch)";
+  for (const auto& c : cases) {
+    const GptModel m = GptModel::load(c.dir);
+    const int T = static_cast<int>(c.ids.size()), V = c.vocab;
+    // Prefill half, then one token at a time; every step's logits equal PyTorch's row.
+    KvCache cache(m.config(), T);
+    const int half = T / 2;
+    std::span<const std::int32_t> ids(c.ids);
+    if (half > 0) {
+      const auto l = m.forward(ids.first(half), cache);
+      EXPECT_LE(relative_error(l, row(c.logits, half - 1, V)), 1e-4) << c.variant;
+    }
+    for (int t = half; t < T; ++t) {
+      const auto l = m.forward(ids.subspan(t, 1), cache);
+      ASSERT_LE(relative_error(l, row(c.logits, t, V)), 1e-4) << c.variant << " step " << t;
+    }
+    EXPECT_EQ(cache.size(), T);
+    // Chunks of 3 with all logits.
+    KvCache chunked(m.config(), T);
+    ForwardOptions all;
+    all.all_logits = true;
+    for (int t = 0; t < T; t += 3) {
+      const int n = std::min(3, T - t);
+      const auto l = m.forward(ids.subspan(t, n), chunked, all);
+      for (int r = 0; r < n; ++r)
+        ASSERT_LE(relative_error(row(l, r, V), row(c.logits, t + r, V)), 1e-4) << c.variant << " chunk at " << t;
+    }
+  }
+}
+
+TEST(GptTorch, F32CheckpointIsMappedNotCopied) {
+  const auto cases = torch_cases();
+  if (cases.empty()) GTEST_SKIP() << "JOMOIM_TINY_GPT2 not set (needs python3-torch)";
+  for (const auto& c : cases) {
+    const GptModel m = GptModel::load(c.dir);
+    if (c.variant == "f32")
+      EXPECT_EQ(m.copied_bytes(), 0u);
+    else
+      EXPECT_EQ(m.copied_bytes(), static_cast<std::size_t>(m.config().parameter_count()) * 4) << c.variant;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The runtime against itself and the engine's reference.
+
+TEST(Gpt, IncrementalDecodingEqualsFullRecompute) {
+  for (auto cfg : {small_config(), small_config(3, 2, 16, 33, 50), small_config(1, 1, 8, 12, 5)}) {
+    const auto g = random_gpt(cfg, 7);
+    const GptModel m = g.model();
+    std::mt19937 rng(3);
+    std::vector<std::int32_t> ids(cfg.n_positions);
+    for (auto& id : ids) id = static_cast<std::int32_t>(rng() % cfg.vocab_size);
+    const auto full = m.logits(ids);
+    KvCache cache(cfg, cfg.n_positions);
+    for (int t = 0; t < cfg.n_positions; ++t) {
+      const auto l = m.forward(std::span<const std::int32_t>(ids).subspan(t, 1), cache);
+      ASSERT_LE(relative_error(l, row(full, t, cfg.vocab_size)), 2e-5) << "t=" << t;
+    }
+  }
+}
+
+TEST(Gpt, SameInputsGiveBitwiseSameLogits) {
+  const auto g = random_gpt(small_config(), 11);
+  const GptModel m = g.model();
+  const std::vector<std::int32_t> ids = {1, 5, 9, 2, 6, 5, 3, 5};
+  EXPECT_EQ(m.logits(ids), m.logits(ids));
+}
+
+TEST(Gpt, TraceHoldsWhatTheEngineComputed) {
+  const auto cfg = small_config(2, 4, 32, 40, 97);
+  const auto g = random_gpt(cfg, 5);
+  const GptModel m = g.model();
+  const std::vector<std::int32_t> ids = {3, 14, 15, 92, 65, 35, 89};
+  const int T = static_cast<int>(ids.size()), H = cfg.n_head, D = cfg.head_dim();
+
+  KvCache c1(cfg, T), c2(cfg, T);
+  ForwardTrace trace;
+  ForwardOptions with;
+  with.trace = &trace;
+  const auto traced = m.forward(ids, c1, with);
+  const auto plain = m.forward(ids, c2);
+  EXPECT_EQ(traced, plain) << "tracing must not change the result";
+
+  ASSERT_EQ(trace.layers.size(), 2u);
+  EXPECT_EQ(trace.T, T);
+  EXPECT_EQ(trace.Tk, T);
+  for (int t = 0; t < T; ++t)
+    for (int i = 0; i < cfg.n_embd; ++i) {
+      ASSERT_EQ(trace.token_embedding[t * cfg.n_embd + i], g.params.wte[ids[t] * cfg.n_embd + i]);
+      ASSERT_EQ(trace.position_embedding[t * cfg.n_embd + i], g.params.wpe[t * cfg.n_embd + i]);
+    }
+  for (const auto& L : trace.layers) {
+    auto q = ConstTensor4::contiguous(L.q.data(), {1, H, T, D});
+    auto k = ConstTensor4::contiguous(L.k.data(), {1, H, T, D});
+    auto v = ConstTensor4::contiguous(L.v.data(), {1, H, T, D});
+    AttentionOptions o;
+    o.causal = true;
+    const auto ref = attention_reference(q, k, v, o);
+    for (std::size_t i = 0; i < ref.probs.size(); ++i) ASSERT_NEAR(L.weights[i], ref.probs[i], 1e-5) << i;
+    for (std::size_t i = 0; i < ref.out.size(); ++i) ASSERT_NEAR(L.out[i], ref.out[i], 1e-4) << i;
+    EXPECT_FLOAT_EQ(L.scale, 1.0f / std::sqrt(static_cast<float>(D)));
+    for (int h = 0; h < H; ++h)
+      for (int i = 0; i < T; ++i)
+        for (int j = 0; j < T; ++j) {
+          double s = 0;
+          for (int d = 0; d < D; ++d) s += double(L.q[(h * T + i) * D + d]) * L.k[(h * T + j) * D + d];
+          ASSERT_NEAR(L.scores[(h * T + i) * T + j], s, 1e-4 * (1 + std::abs(s)));
+          if (j > i) {
+            ASSERT_EQ(L.weights[(h * T + i) * T + j], 0.0f) << "causal mask";
+          }
+        }
+  }
+}
+
+TEST(Gpt, SilencedKeysGetNoWeightAnywhere) {
+  const auto cfg = small_config(2, 4, 32, 40, 97);
+  const auto g = random_gpt(cfg, 9);
+  const GptModel m = g.model();
+  const std::vector<std::int32_t> ids = {10, 20, 30, 40, 50, 60};
+  const int T = 6;
+  const std::vector<int> silence = {1, 4};
+  ForwardTrace trace;
+  ForwardOptions o;
+  o.trace = &trace;
+  o.silenced = silence;
+  KvCache c1(cfg, T), c2(cfg, T);
+  const auto silenced = m.forward(ids, c1, o);
+  const auto plain = m.forward(ids, c2);
+  EXPECT_GT(relative_error(silenced, plain), 1e-3) << "silencing must change the prediction";
+  for (const auto& L : trace.layers)
+    for (int h = 0; h < cfg.n_head; ++h)
+      for (int i = 0; i < T; ++i) {
+        double sum = 0;
+        for (int j = 0; j < T; ++j) {
+          const float w = L.weights[(h * T + i) * T + j];
+          if (j == 1 || j == 4) {
+            ASSERT_EQ(w, 0.0f);
+          }
+          sum += w;
+        }
+        EXPECT_NEAR(sum, 1.0, 1e-5);  // key 0 is never silenced, so every row still sums to 1
+      }
+  // Silencing nobody is the plain pass, bit for bit.
+  ForwardOptions none;
+  KvCache c3(cfg, T);
+  EXPECT_EQ(m.forward(ids, c3, none), plain);
+  // Out-of-range positions are refused.
+  const std::vector<int> bad = {6};
+  ForwardOptions ob;
+  ob.silenced = bad;
+  KvCache c4(cfg, T);
+  EXPECT_THROW(m.forward(ids, c4, ob), Error);
+}
+
+TEST(Gpt, SwapQkExchangesTheProjections) {
+  const auto cfg = small_config(2, 2, 16, 20, 31);
+  const auto g = random_gpt(cfg, 13);
+  const GptModel m = g.model();
+  const std::vector<std::int32_t> ids = {1, 2, 3, 4, 5};
+  ForwardTrace a, b;
+  ForwardOptions oa, ob;
+  oa.trace = &a;
+  ob.trace = &b;
+  ob.swap_qk = true;
+  KvCache c1(cfg, 5), c2(cfg, 5);
+  const auto la = m.forward(ids, c1, oa);
+  const auto lb = m.forward(ids, c2, ob);
+  // Layer 0 sees the same input either way: the swapped queries are the plain keys and back.
+  EXPECT_EQ(b.layers[0].q, a.layers[0].k);
+  EXPECT_EQ(b.layers[0].k, a.layers[0].q);
+  EXPECT_EQ(b.layers[0].v, a.layers[0].v);
+  EXPECT_GT(relative_error(lb, la), 1e-4);
+}
+
+TEST(Gpt, RefusesBadInputAndLeavesTheCacheAlone) {
+  const auto cfg = small_config(1, 2, 8, 6, 10);
+  const auto g = random_gpt(cfg, 1);
+  const GptModel m = g.model();
+  KvCache cache(cfg, 6);
+  const std::vector<std::int32_t> three = {1, 2, 3};
+  m.forward(three, cache);
+  ASSERT_EQ(cache.size(), 3);
+  auto msg = [&](std::vector<std::int32_t> ids) {
+    try {
+      m.forward(ids, cache);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(msg({}).find("no tokens"), std::string::npos);
+  EXPECT_NE(msg({1, 10}).find("token id 10"), std::string::npos);
+  EXPECT_NE(msg({-1}).find("token id -1"), std::string::npos);
+  EXPECT_NE(msg({1, 2, 3, 4}).find("exceed the context"), std::string::npos);
+  EXPECT_EQ(cache.size(), 3);
+  KvCache small(cfg, 2);
+  EXPECT_THROW(m.forward(three, small), Error);
+  KvCache other(small_config(2, 2, 8, 6, 10), 6);
+  EXPECT_THROW(m.forward(three, other), Error);
+  EXPECT_THROW(KvCache(cfg, 0), Error);
+  cache.truncate(1);
+  EXPECT_EQ(cache.size(), 1);
+  EXPECT_THROW(cache.truncate(2), Error);
+}
+
+TEST(GptConfig, ParsesHuggingFaceConfigAndRefusesBadOnes) {
+  const auto c = GptConfig::from_json(
+      R"({"model_type":"gpt2","n_layer":12,"n_head":12,"n_embd":768,"n_positions":1024,"n_ctx":1024,
+          "vocab_size":50257,"layer_norm_epsilon":1e-05,"activation_function":"gelu_new","n_inner":null})");
+  EXPECT_EQ(c.n_layer, 12);
+  EXPECT_EQ(c.inner(), 3072);
+  EXPECT_EQ(c.parameter_count(), 124439808);  // GPT-2 small's published size
+  const auto again = GptConfig::from_json(c.to_json());
+  EXPECT_EQ(again.n_embd, 768);
+  EXPECT_EQ(again.vocab_size, 50257);
+  auto refused = [](const std::string& text) {
+    try {
+      GptConfig::from_json(text, "c.json");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  const std::string ok_rest = R"("n_positions":8,"vocab_size":5)";
+  EXPECT_NE(refused("{").find("not valid JSON"), std::string::npos);
+  EXPECT_NE(refused("[]").find("JSON object"), std::string::npos);
+  EXPECT_NE(refused(R"({"n_head":2,"n_embd":8,)" + ok_rest + "}").find("n_layer"), std::string::npos);
+  EXPECT_NE(refused(R"({"n_layer":1,"n_head":3,"n_embd":8,)" + ok_rest + "}").find("multiple of n_head"), std::string::npos);
+  EXPECT_NE(refused(R"({"n_layer":1,"n_head":2,"n_embd":8.5,)" + ok_rest + "}").find("n_embd"), std::string::npos);
+  EXPECT_NE(refused(R"({"n_layer":-1,"n_head":2,"n_embd":8,)" + ok_rest + "}").find("n_layer"), std::string::npos);
+  EXPECT_NE(refused(R"({"n_layer":1,"n_head":2,"n_embd":8,"activation_function":"relu",)" + ok_rest + "}").find("relu"), std::string::npos);
+  EXPECT_NE(refused(R"({"model_type":"llama","n_layer":1,"n_head":2,"n_embd":8,)" + ok_rest + "}").find("llama"), std::string::npos);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Checkpoints on disk.
+
+class GptCheckpoint : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("jomoim_gpt_test_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string load_error(const fs::path& d) {
+    try {
+      GptModel::load(d);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "loaded";
+  }
+  fs::path dir_;
+};
+
+TEST_F(GptCheckpoint, SaveThenLoadGivesTheSameModel) {
+  const auto cfg = small_config(2, 4, 32, 16, 41);
+  const auto g = random_gpt(cfg, 21);
+  save_gpt2_checkpoint(dir_, cfg, g.params);
+  const GptModel loaded = GptModel::load(dir_);
+  EXPECT_EQ(loaded.copied_bytes(), 0u);
+  const std::vector<std::int32_t> ids = {4, 8, 15, 16, 23, 40};
+  EXPECT_EQ(loaded.logits(ids), g.model().logits(ids));
+  const auto st = SafetensorsFile::open(dir_ / "model.safetensors");
+  EXPECT_NE(st.find("h.1.mlp.c_proj.weight"), nullptr);
+  EXPECT_EQ(st.find("transformer.wte.weight"), nullptr);
+}
+
+TEST_F(GptCheckpoint, RefusesBrokenDirectories) {
+  const auto cfg = small_config(1, 2, 8, 8, 12);
+  const auto g = random_gpt(cfg, 2);
+  EXPECT_NE(load_error(dir_).find("not a model directory"), std::string::npos);
+  save_gpt2_checkpoint(dir_, cfg, g.params);
+  ASSERT_EQ(load_error(dir_), "loaded");
+
+  // Missing files.
+  fs::rename(dir_ / "config.json", dir_ / "c.bak");
+  EXPECT_NE(load_error(dir_).find("missing config.json"), std::string::npos);
+  fs::rename(dir_ / "c.bak", dir_ / "config.json");
+  fs::rename(dir_ / "model.safetensors", dir_ / "m.bak");
+  EXPECT_NE(load_error(dir_).find("missing model.safetensors"), std::string::npos);
+  fs::rename(dir_ / "m.bak", dir_ / "model.safetensors");
+
+  // A config that disagrees with the weights: the shape check names the tensor.
+  {
+    auto c2 = cfg;
+    c2.vocab_size = 13;
+    std::ofstream(dir_ / "config.json") << c2.to_json();
+    const auto e = load_error(dir_);
+    EXPECT_NE(e.find("wte.weight"), std::string::npos) << e;
+    EXPECT_NE(e.find("[12, 8]"), std::string::npos) << e;
+    std::ofstream(dir_ / "config.json") << cfg.to_json();
+  }
+  // A missing tensor.
+  {
+    const auto st = SafetensorsFile::open(dir_ / "model.safetensors");
+    std::vector<std::vector<float>> keep;
+    std::vector<TensorToWrite> t;
+    for (const auto& info : st.tensors()) {
+      if (info.name == "h.0.ln_2.bias") continue;
+      auto a = st.load_f32(info.name);
+      keep.emplace_back(a.data, a.data + a.numel());
+      t.push_back({info.name, info.shape, keep.back().data()});
+    }
+    write_safetensors(dir_ / "m2.safetensors", t);
+  }
+  fs::rename(dir_ / "model.safetensors", dir_ / "good.safetensors");
+  fs::rename(dir_ / "m2.safetensors", dir_ / "model.safetensors");
+  EXPECT_NE(load_error(dir_).find("missing tensor 'h.0.ln_2.bias'"), std::string::npos);
+
+  // Truncated weights.
+  fs::copy_file(dir_ / "good.safetensors", dir_ / "model.safetensors", fs::copy_options::overwrite_existing);
+  fs::resize_file(dir_ / "model.safetensors", fs::file_size(dir_ / "model.safetensors") - 5);
+  EXPECT_NE(load_error(dir_), "loaded");
+
+  // Lying offsets: the header claims one tensor ends beyond its size.
+  {
+    std::ifstream in(dir_ / "good.safetensors", std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), {});
+    const auto pos = bytes.find("\"ln_f.bias\"");
+    ASSERT_NE(pos, std::string::npos);
+    const auto off = bytes.find("data_offsets", pos);
+    const auto close = bytes.find(']', off);
+    const auto comma = bytes.rfind(',', close);
+    // Replace the end offset by a larger number of the same width, padded with the same digits.
+    std::string end = bytes.substr(comma + 1, close - comma - 1);
+    std::string bigger = end;
+    bigger[bigger.size() - 1] = bigger.back() == '9' ? '8' : '9';
+    bytes.replace(comma + 1, end.size(), bigger);
+    std::ofstream(dir_ / "model.safetensors", std::ios::binary | std::ios::trunc) << bytes;
+    EXPECT_NE(load_error(dir_), "loaded");
+  }
+  // Bad JSON in config.json.
+  fs::copy_file(dir_ / "good.safetensors", dir_ / "model.safetensors", fs::copy_options::overwrite_existing);
+  std::ofstream(dir_ / "config.json") << "{\"n_layer\": 1,";
+  EXPECT_NE(load_error(dir_).find("not valid JSON"), std::string::npos);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sampling.
+
+TEST(Sampling, GreedyTopKAndTopPAgree) {
+  const std::vector<float> logits = {0.1f, 2.0f, -1.0f, 1.9f, 0.0f};
+  SamplingOptions g;
+  g.temperature = 0;
+  EXPECT_EQ(Sampler(g).sample(logits), 1);
+  SamplingOptions k1;
+  k1.top_k = 1;
+  k1.seed = 3;
+  Sampler s1(k1);
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(s1.sample(logits), 1);
+  SamplingOptions p;
+  p.top_p = 0.01f;
+  Sampler s2(p);
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(s2.sample(logits), 1);
+  SamplingOptions k2;
+  k2.top_k = 2;
+  Sampler s3(k2);
+  for (int i = 0; i < 200; ++i) {
+    const int id = s3.sample(logits);
+    EXPECT_TRUE(id == 1 || id == 3) << id;
+  }
+  EXPECT_EQ(top_ids(logits, 3), (std::vector<std::int32_t>{1, 3, 0}));
+}
+
+TEST(Sampling, FrequenciesFollowTheSoftmax) {
+  const std::vector<float> logits = {0.0f, 1.0f, 2.0f, -0.5f};
+  for (float temperature : {1.0f, 0.5f, 2.0f}) {
+    SamplingOptions o;
+    o.temperature = temperature;
+    o.seed = 42;
+    Sampler s(o);
+    const int n = 40000;
+    std::vector<int> count(4, 0);
+    for (int i = 0; i < n; ++i) count[s.sample(logits)]++;
+    const auto p = softmax(logits, temperature);
+    for (int i = 0; i < 4; ++i) {
+      const double sd = std::sqrt(p[i] * (1 - p[i]) / n);
+      EXPECT_NEAR(double(count[i]) / n, p[i], 5 * sd + 1e-4) << "t=" << temperature << " id " << i;
+    }
+  }
+}
+
+TEST(Sampling, SameSeedSameStreamAndValidation) {
+  const std::vector<float> logits = {0.3f, 0.2f, 0.1f, 0.0f, -0.1f};
+  SamplingOptions o;
+  o.seed = 77;
+  Sampler a(o), b(o);
+  o.seed = 78;
+  Sampler c(o);
+  std::vector<int> ra, rb, rc;
+  for (int i = 0; i < 100; ++i) {
+    ra.push_back(a.sample(logits));
+    rb.push_back(b.sample(logits));
+    rc.push_back(c.sample(logits));
+  }
+  EXPECT_EQ(ra, rb);
+  EXPECT_NE(ra, rc);
+  SamplingOptions bad;
+  bad.temperature = -1;
+  EXPECT_THROW(Sampler{bad}, Error);
+  bad = {};
+  bad.top_p = 0;
+  EXPECT_THROW(Sampler{bad}, Error);
+  bad = {};
+  bad.top_p = 1.5f;
+  EXPECT_THROW(Sampler{bad}, Error);
+  bad = {};
+  bad.top_k = -2;
+  EXPECT_THROW(Sampler{bad}, Error);
+  bad = {};
+  bad.temperature = std::numeric_limits<float>::infinity();
+  EXPECT_THROW(Sampler{bad}, Error);
+}
+
+}  // namespace
