@@ -18,6 +18,8 @@ int main(int argc, char** argv) {
   });
   jomoim::cli::add_attend_command(app);
   jomoim::cli::add_bench_command(app);
+  jomoim::cli::add_model_commands(app);
+  jomoim::cli::add_train_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

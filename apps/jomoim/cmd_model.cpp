@@ -1,0 +1,370 @@
+// cmd_model.cpp — the model commands: `jomoim tokenize`, `jomoim predict`, `jomoim generate`.
+//
+// Each reads a Hugging Face GPT-2 model directory (config.json, model.safetensors, vocab.json,
+// merges.txt); see model_dir.cpp for how the directory is found when --model is not given.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.hpp"
+#include "jomoim/model.hpp"
+#include "jomoim/sampling.hpp"
+#include "jomoim/tokenizer.hpp"
+#include "model_dir.hpp"
+
+namespace jomoim::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
+
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+// A token's bytes made printable for a table: control characters and invalid UTF-8 escaped.
+std::string printable(const std::string& bytes) {
+  // Escape via JSON (valid UTF-8 passes through, control characters become \n, \u0001 ...);
+  // invalid UTF-8 bytes are replaced by their \xNN spelling.
+  std::string out;
+  for (std::size_t i = 0; i < bytes.size();) {
+    const unsigned char c = bytes[i];
+    int len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    bool ok = len > 0 && i + len <= bytes.size();
+    for (int j = 1; ok && j < len; ++j) ok = (static_cast<unsigned char>(bytes[i + j]) >> 6) == 2;
+    if (!ok) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+      ++i;
+      continue;
+    }
+    if (len == 1 && (c < 0x20 || c == 0x7f || c == '\\')) {
+      if (c == '\n') out += "\\n";
+      else if (c == '\t') out += "\\t";
+      else if (c == '\r') out += "\\r";
+      else if (c == '\\') out += "\\\\";
+      else {
+        char buf[8];
+        std::snprintf(buf, sizeof buf, "\\x%02x", c);
+        out += buf;
+      }
+    } else {
+      out.append(bytes, i, len);
+    }
+    i += len;
+  }
+  return out;
+}
+
+// The prompt as ids; an empty prompt starts from <|endoftext|> where the vocabulary has it.
+std::vector<std::int32_t> prompt_ids(const Tokenizer& tok, const std::string& text, const GptConfig& c) {
+  std::vector<std::int32_t> ids = tok.encode(text);
+  if (ids.empty()) {
+    if (auto eos = tok.eos_id()) ids.push_back(*eos);
+    else throw Error("the prompt is empty and the vocabulary has no <|endoftext|> token to start from");
+  }
+  if (static_cast<int>(ids.size()) > c.n_positions)
+    throw Error("the prompt has " + std::to_string(ids.size()) + " tokens, more than the model's context of " +
+                std::to_string(c.n_positions));
+  for (auto id : ids)
+    if (id >= c.vocab_size)
+      throw Error("the tokenizer produced id " + std::to_string(id) + " but the model's vocabulary has " +
+                  std::to_string(c.vocab_size) + " entries (vocab.json does not match config.json)");
+  return ids;
+}
+
+struct TokenizeArgs {
+  std::string model, text;
+  bool json = false;
+};
+
+struct PredictArgs {
+  std::string model, text;
+  int top = 10;
+  int threads = 0;
+  bool json = false;
+};
+
+struct GenerateArgs {
+  std::string model, text;
+  int n = 50;
+  float temperature = 0.8f;
+  int top_k = 40;
+  float top_p = 0.95f;
+  std::optional<std::uint64_t> seed;
+  int threads = 0;
+  bool ignore_eos = false;
+  bool json = false;
+};
+
+void run_tokenize(const TokenizeArgs& a) {
+  const ModelDir dir = resolve_model_dir(a.model);
+  const Tokenizer tok = Tokenizer::load_dir(dir.path);
+  const std::vector<std::int32_t> ids = tok.encode(a.text);
+  if (a.json) {
+    json j = {{"ids", ids}, {"tokens", json::array()}};
+    for (auto id : ids) {
+      j["tokens"].push_back({{"id", id}, {"text", printable(tok.token_bytes(id))},
+                             {"token", tok.token_string(id)}});
+    }
+    std::printf("%s\n", j.dump().c_str());
+    return;
+  }
+  std::string line;
+  for (std::size_t i = 0; i < ids.size(); ++i) line += (i ? " " : "") + std::to_string(ids[i]);
+  std::printf("%s\n", line.c_str());
+}
+
+void run_predict(const PredictArgs& a) {
+  if (a.top < 1) throw Error("--top must be at least 1, got " + std::to_string(a.top));
+  const ModelDir dir = resolve_model_dir(a.model);
+  const Tokenizer tok = Tokenizer::load_dir(dir.path);
+  GptModel model = GptModel::load(dir.path);
+  model.set_threads(a.threads);
+  const std::vector<std::int32_t> ids = prompt_ids(tok, a.text, model.config());
+  KvCache cache(model.config(), static_cast<int>(ids.size()));
+  const auto t0 = Clock::now();
+  const std::vector<float> logits = model.forward(ids, cache);
+  const double ms = ms_since(t0);
+  const std::vector<double> p = softmax(logits);
+  const std::vector<std::int32_t> best = top_ids(logits, a.top);
+  if (a.json) {
+    json j = {{"model", dir.path.string()}, {"prompt", a.text}, {"ids", ids}, {"top", json::array()}};
+    for (auto id : best)
+      j["top"].push_back({{"id", id}, {"text", printable(tok.token_bytes(id))}, {"probability", p[id]},
+                          {"logit", logits[id]}});
+    std::printf("%s\n", j.dump().c_str());
+    return;
+  }
+  std::printf("prompt: %zu tokens, forward pass %.1f ms (%s)\n", ids.size(), ms, dir.path.string().c_str());
+  std::printf("%5s  %7s  %-24s  %s\n", "rank", "id", "token", "probability");
+  for (std::size_t r = 0; r < best.size(); ++r) {
+    const std::string t = "\"" + printable(tok.token_bytes(best[r])) + "\"";
+    std::printf("%5zu  %7d  %-24s  %.4f\n", r + 1, best[r], t.c_str(), p[best[r]]);
+  }
+}
+
+void run_generate(const GenerateArgs& a) {
+  if (a.n < 0) throw Error("-n must be >= 0, got " + std::to_string(a.n));
+  SamplingOptions so;
+  so.temperature = a.temperature;
+  so.top_k = a.top_k;
+  so.top_p = a.top_p;
+  so.seed = a.seed ? *a.seed : std::random_device{}();
+  so.validate();
+  const ModelDir dir = resolve_model_dir(a.model);
+  const Tokenizer tok = Tokenizer::load_dir(dir.path);
+  GptModel model = GptModel::load(dir.path);
+  model.set_threads(a.threads);
+  const GptConfig& c = model.config();
+  const std::vector<std::int32_t> ids = prompt_ids(tok, a.text, c);
+  const int capacity = std::min<int>(c.n_positions, static_cast<int>(ids.size()) + a.n);
+  KvCache cache(c, capacity);
+  Sampler sampler(so);
+  const std::optional<std::int32_t> eos = a.ignore_eos ? std::nullopt : tok.eos_id();
+
+  if (!a.json) {
+    std::fwrite(a.text.data(), 1, a.text.size(), stdout);
+    std::fflush(stdout);
+  }
+  auto t0 = Clock::now();
+  std::vector<float> logits = model.forward(ids, cache);
+  const double prefill_ms = ms_since(t0);
+  std::vector<std::int32_t> out;
+  std::string stop = "length";
+  t0 = Clock::now();
+  for (int i = 0; i < a.n; ++i) {
+    // The sequence (prompt + generated) never grows past the model's context.
+    if (cache.size() >= c.n_positions) {
+      stop = "context";
+      break;
+    }
+    const std::int32_t next = sampler.sample(logits);
+    if (eos && next == *eos) {
+      stop = "eos";
+      break;
+    }
+    out.push_back(next);
+    if (!a.json) {
+      const std::string b = tok.token_bytes(next);
+      std::fwrite(b.data(), 1, b.size(), stdout);
+      std::fflush(stdout);
+    }
+    if (i + 1 == a.n || cache.size() + 1 > c.n_positions) {
+      if (i + 1 < a.n) stop = "context";
+      break;
+    }
+    const std::int32_t one[1] = {next};
+    logits = model.forward(one, cache);
+  }
+  const double decode_ms = ms_since(t0);
+  const double prefill_tps = ids.size() / (prefill_ms / 1e3);
+  const double decode_tps = out.empty() ? 0.0 : out.size() / (decode_ms / 1e3);
+  if (a.json) {
+    json j = {{"prompt", a.text}, {"prompt_ids", ids}, {"ids", out}, {"text", tok.decode(out)},
+              {"stop", stop}, {"seed", so.seed}, {"prefill_ms", prefill_ms}, {"decode_ms", decode_ms},
+              {"prefill_tokens_per_s", prefill_tps}, {"decode_tokens_per_s", decode_tps}};
+    // Text may hold invalid UTF-8 (a token can end mid-character); dump replaces it.
+    std::printf("%s\n", j.dump(-1, ' ', false, json::error_handler_t::replace).c_str());
+    return;
+  }
+  std::printf("\n");
+  std::fprintf(stderr, "[prompt %zu tokens in %.1f ms (%.1f tokens/s); generated %zu tokens in %.1f ms (%.1f tokens/s); seed %llu; stop: %s]\n",
+               ids.size(), prefill_ms, prefill_tps, out.size(), decode_ms, decode_tps,
+               static_cast<unsigned long long>(so.seed), stop.c_str());
+}
+
+// Resident memory from /proc/self/status, in MiB: the peak (VmHWM), and now split into anonymous
+// memory (what the process allocated) and file-backed pages (the mapped weights).
+struct MemoryReport {
+  double peak = 0, anon = 0, file = 0;
+};
+MemoryReport memory_report() {
+  MemoryReport r;
+  std::FILE* f = std::fopen("/proc/self/status", "r");
+  if (!f) return r;
+  char line[256];
+  while (std::fgets(line, sizeof line, f)) {
+    double kb = 0;
+    if (std::sscanf(line, "VmHWM: %lf", &kb) == 1) r.peak = kb / 1024;
+    if (std::sscanf(line, "RssAnon: %lf", &kb) == 1) r.anon = kb / 1024;
+    if (std::sscanf(line, "RssFile: %lf", &kb) == 1) r.file = kb / 1024;
+  }
+  std::fclose(f);
+  return r;
+}
+
+struct BenchModelArgs {
+  std::string model;
+  int prompt = 128;
+  int tokens = 64;
+  int reps = 3;
+  int threads = 0;
+  bool json = false;
+};
+
+// Prefill of `prompt` random ids, then `tokens` single-token decode steps through the KV cache;
+// medians over reps. No tokenizer needed: the ids are drawn from the vocabulary.
+void run_bench_model(const BenchModelArgs& a) {
+  if (a.prompt < 1 || a.tokens < 1 || a.reps < 1)
+    throw Error("--prompt, --tokens and --reps must be at least 1");
+  const ModelDir dir = resolve_model_dir(a.model);
+  const auto t_load = Clock::now();
+  GptModel model = GptModel::load(dir.path);
+  const double load_ms = ms_since(t_load);
+  model.set_threads(a.threads);
+  const GptConfig& c = model.config();
+  if (a.prompt + a.tokens > c.n_positions)
+    throw Error("--prompt + --tokens = " + std::to_string(a.prompt + a.tokens) + " exceeds the context of " +
+                std::to_string(c.n_positions));
+  std::vector<std::int32_t> ids(a.prompt);
+  std::uint64_t x = 12345;
+  for (auto& id : ids) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    id = static_cast<std::int32_t>((x >> 33) % static_cast<std::uint64_t>(c.vocab_size));
+  }
+  KvCache cache(c, a.prompt + a.tokens);
+  std::vector<double> prefill, decode;
+  for (int r = 0; r < a.reps; ++r) {
+    cache.clear();
+    auto t0 = Clock::now();
+    std::vector<float> logits = model.forward(ids, cache);
+    prefill.push_back(ms_since(t0));
+    t0 = Clock::now();
+    for (int i = 0; i < a.tokens; ++i) {
+      const std::int32_t next[1] = {top_ids(logits, 1)[0]};
+      logits = model.forward(next, cache);
+    }
+    decode.push_back(ms_since(t0));
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  const double pm = median(prefill), dm = median(decode);
+  const MemoryReport mem = memory_report();
+  const double weights_mib = static_cast<double>(c.parameter_count()) * 4 / (1024.0 * 1024.0);
+  if (a.json) {
+    json j = {{"model", dir.path.string()}, {"threads", a.threads}, {"prompt_tokens", a.prompt},
+              {"new_tokens", a.tokens}, {"reps", a.reps}, {"load_ms", load_ms},
+              {"prefill_ms", pm}, {"decode_ms", dm},
+              {"prefill_tokens_per_s", a.prompt / (pm / 1e3)}, {"decode_tokens_per_s", a.tokens / (dm / 1e3)},
+              {"prefill_ms_all", prefill}, {"decode_ms_all", decode},
+              {"peak_rss_mib", mem.peak}, {"rss_anon_mib", mem.anon}, {"rss_file_mib", mem.file},
+              {"weights_mib", weights_mib}, {"copied_weight_mib", model.copied_bytes() / (1024.0 * 1024.0)},
+              {"kv_cache_mib", cache.bytes() / (1024.0 * 1024.0)}, {"parameters", c.parameter_count()}};
+    std::printf("%s\n", j.dump().c_str());
+    return;
+  }
+  std::printf("model %s: %lld parameters (%.0f MiB of F32 weights, %.0f MiB copied), loaded in %.0f ms\n",
+              dir.path.string().c_str(), static_cast<long long>(c.parameter_count()), weights_mib,
+              model.copied_bytes() / (1024.0 * 1024.0), load_ms);
+  std::printf("prefill %d tokens: %.1f ms (%.0f tokens/s)\n", a.prompt, pm, a.prompt / (pm / 1e3));
+  std::printf("decode  %d tokens: %.1f ms (%.1f tokens/s)\n", a.tokens, dm, a.tokens / (dm / 1e3));
+  std::printf("memory: peak RSS %.0f MiB = mapped weights (file-backed) %.0f MiB + allocated %.0f MiB "
+              "(KV cache %.1f MiB)\n",
+              mem.peak, mem.file, mem.anon, cache.bytes() / (1024.0 * 1024.0));
+}
+
+}  // namespace
+
+void add_model_commands(CLI::App& app) {
+  const std::string model_help =
+      "model directory (config.json, model.safetensors, vocab.json, merges.txt); default: " +
+      default_model_help();
+  {
+    auto a = std::make_shared<TokenizeArgs>();
+    CLI::App* sub = app.add_subcommand("tokenize", "Print the token ids of a text (byte-level BPE)");
+    sub->add_option("text", a->text, "text to tokenize")->required();
+    sub->add_option("--model", a->model, model_help);
+    sub->add_flag("--json", a->json, "print ids and their text pieces as JSON");
+    sub->callback([a] { run_tokenize(*a); });
+  }
+  {
+    auto a = std::make_shared<PredictArgs>();
+    CLI::App* sub = app.add_subcommand("predict", "Print the model's next-token distribution for a prompt");
+    sub->add_option("text", a->text, "prompt")->required();
+    sub->add_option("--model", a->model, model_help);
+    sub->add_option("--top", a->top, "how many of the most likely tokens to show")->capture_default_str();
+    sub->add_option("--threads", a->threads, "threads (0: all cores)")->capture_default_str();
+    sub->add_flag("--json", a->json, "print the distribution as JSON");
+    sub->callback([a] { run_predict(*a); });
+  }
+  {
+    auto a = std::make_shared<GenerateArgs>();
+    CLI::App* sub = app.add_subcommand("generate", "Continue a prompt, streaming tokens, with a KV cache");
+    sub->add_option("text", a->text, "prompt")->required();
+    sub->add_option("--model", a->model, model_help);
+    sub->add_option("-n,--tokens", a->n, "how many tokens to generate")->capture_default_str();
+    sub->add_option("--temperature", a->temperature, "sampling temperature; 0 is greedy")->capture_default_str();
+    sub->add_option("--top-k", a->top_k, "sample among the k most likely tokens; 0: all")->capture_default_str();
+    sub->add_option("--top-p", a->top_p, "sample among the most likely tokens whose probability reaches p")
+        ->capture_default_str();
+    sub->add_option("--seed", a->seed, "random seed (default: a fresh one, printed at the end)");
+    sub->add_option("--threads", a->threads, "threads (0: all cores)")->capture_default_str();
+    sub->add_flag("--ignore-eos", a->ignore_eos, "keep going after <|endoftext|>");
+    sub->add_flag("--json", a->json, "print the result as one JSON object instead of streaming");
+    sub->callback([a] { run_generate(*a); });
+  }
+  {
+    auto a = std::make_shared<BenchModelArgs>();
+    CLI::App* sub = app.add_subcommand("bench-model", "Time prefill and KV-cache decoding of a model (random prompt ids)");
+    sub->add_option("--model", a->model, model_help);
+    sub->add_option("--prompt", a->prompt, "prompt length in tokens")->capture_default_str();
+    sub->add_option("--tokens", a->tokens, "tokens to decode one by one")->capture_default_str();
+    sub->add_option("--reps", a->reps, "repetitions (medians are reported)")->capture_default_str();
+    sub->add_option("--threads", a->threads, "threads (0: all cores)")->capture_default_str();
+    sub->add_flag("--json", a->json, "print one JSON object");
+    sub->callback([a] { run_bench_model(*a); });
+  }
+}
+
+}  // namespace jomoim::cli

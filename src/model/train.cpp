@@ -1,0 +1,484 @@
+// Training: the GPT-2 forward pass with saved activations, the backward pass of every layer,
+// AdamW, clipping and the learning-rate schedule. See include/jomoim/train.hpp.
+#include "jomoim/train.hpp"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+
+#include "jomoim/attention.hpp"
+
+namespace jomoim {
+namespace {
+
+constexpr double kPi = 3.14159265358979323846;
+
+// Platform-independent normal numbers: SplitMix64 bits, Box-Muller.
+class Normal {
+ public:
+  explicit Normal(std::uint64_t seed) : s_(seed) {}
+  double next() {
+    if (have_) {
+      have_ = false;
+      return spare_;
+    }
+    double u1 = uniform(), u2 = uniform();
+    if (u1 < 1e-300) u1 = 1e-300;
+    const double r = std::sqrt(-2.0 * std::log(u1));
+    spare_ = r * std::sin(2 * kPi * u2);
+    have_ = true;
+    return r * std::cos(2 * kPi * u2);
+  }
+
+ private:
+  double uniform() {
+    std::uint64_t z = (s_ += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return static_cast<double>(z >> 11) * 0x1.0p-53;
+  }
+  std::uint64_t s_;
+  bool have_ = false;
+  double spare_ = 0;
+};
+
+// --- layers, forward ---------------------------------------------------------------------
+
+// y[N, out] = x[N, in] W[in, out] + b
+void linear_fwd(const float* x, int N, int in, int out, const float* W, const float* b, float* y) {
+  for (int n = 0; n < N; ++n) std::memcpy(y + static_cast<std::size_t>(n) * out, b, sizeof(float) * out);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, out, in, 1.0f, x, in, W, out, 1.0f, y, out);
+}
+
+// dx = dy W^T (overwrites dx), dW += x^T dy, db += colsum(dy).
+void linear_bwd(const float* x, const float* dy, int N, int in, int out, const float* W, float* dx, float* dW,
+                float* db) {
+  if (dx)
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, in, out, 1.0f, dy, out, W, out, 0.0f, dx, in);
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, in, out, N, 1.0f, x, in, dy, out, 1.0f, dW, out);
+  for (int n = 0; n < N; ++n) {
+    const float* r = dy + static_cast<std::size_t>(n) * out;
+    for (int j = 0; j < out; ++j) db[j] += r[j];
+  }
+}
+
+// y = (x - mean) * rstd * g + b per row; saves mean and rstd.
+void layer_norm_fwd(const float* x, int N, int C, const float* g, const float* b, float eps, float* y,
+                    float* mean, float* rstd) {
+#pragma omp parallel for schedule(static) if (N * C > 65536)
+  for (int n = 0; n < N; ++n) {
+    const float* xr = x + static_cast<std::size_t>(n) * C;
+    float* yr = y + static_cast<std::size_t>(n) * C;
+    double m = 0;
+    for (int i = 0; i < C; ++i) m += xr[i];
+    m /= C;
+    double v = 0;
+    for (int i = 0; i < C; ++i) v += (xr[i] - m) * (xr[i] - m);
+    v /= C;
+    const float r = static_cast<float>(1.0 / std::sqrt(v + eps));
+    const float mf = static_cast<float>(m);
+    for (int i = 0; i < C; ++i) yr[i] = (xr[i] - mf) * r * g[i] + b[i];
+    mean[n] = mf;
+    rstd[n] = r;
+  }
+}
+
+// Adds the input gradient of LayerNorm to dx; accumulates dg, db.
+void layer_norm_bwd(const float* x, const float* dy, int N, int C, const float* g, const float* mean,
+                    const float* rstd, float* dx, float* dg, float* db) {
+#pragma omp parallel for schedule(static) if (N * C > 65536)
+  for (int n = 0; n < N; ++n) {
+    const float* xr = x + static_cast<std::size_t>(n) * C;
+    const float* dyr = dy + static_cast<std::size_t>(n) * C;
+    float* dxr = dx + static_cast<std::size_t>(n) * C;
+    double sum_dxhat = 0, sum_dxhat_xhat = 0;
+    for (int i = 0; i < C; ++i) {
+      const double xhat = (xr[i] - mean[n]) * rstd[n];
+      const double dxhat = static_cast<double>(dyr[i]) * g[i];
+      sum_dxhat += dxhat;
+      sum_dxhat_xhat += dxhat * xhat;
+    }
+    const double a = sum_dxhat / C, bq = sum_dxhat_xhat / C;
+    for (int i = 0; i < C; ++i) {
+      const double xhat = (xr[i] - mean[n]) * rstd[n];
+      const double dxhat = static_cast<double>(dyr[i]) * g[i];
+      dxr[i] += static_cast<float>(rstd[n] * (dxhat - a - xhat * bq));
+    }
+  }
+  for (int n = 0; n < N; ++n) {
+    const float* xr = x + static_cast<std::size_t>(n) * C;
+    const float* dyr = dy + static_cast<std::size_t>(n) * C;
+    for (int i = 0; i < C; ++i) {
+      dg[i] += dyr[i] * ((xr[i] - mean[n]) * rstd[n]);
+      db[i] += dyr[i];
+    }
+  }
+}
+
+constexpr float kGeluK = 0.7978845608028654f;  // sqrt(2 / pi)
+
+void gelu_fwd(const float* x, float* y, std::size_t n, bool exact) {
+#pragma omp parallel for schedule(static) if (n > 65536)
+  for (std::size_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    y[i] = exact ? 0.5f * v * (1.0f + std::erf(v * 0.7071067811865476f))
+                 : 0.5f * v * (1.0f + std::tanh(kGeluK * (v + 0.044715f * v * v * v)));
+  }
+}
+
+// dx = dy * gelu'(x)
+void gelu_bwd(const float* x, const float* dy, float* dx, std::size_t n, bool exact) {
+#pragma omp parallel for schedule(static) if (n > 65536)
+  for (std::size_t i = 0; i < n; ++i) {
+    const double v = x[i];
+    double d;
+    if (exact) {
+      d = 0.5 * (1.0 + std::erf(v / std::sqrt(2.0))) + v * std::exp(-0.5 * v * v) / std::sqrt(2.0 * kPi);
+    } else {
+      const double u = kGeluK * (v + 0.044715 * v * v * v);
+      const double t = std::tanh(u);
+      d = 0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * kGeluK * (1.0 + 3.0 * 0.044715 * v * v);
+    }
+    dx[i] = static_cast<float>(dy[i] * d);
+  }
+}
+
+struct BlockOffsets {
+  std::size_t ln1w, ln1b, attnw, attnb, projw, projb, ln2w, ln2b, fcw, fcb, mprojw, mprojb;
+};
+
+}  // namespace
+
+// --- layout ------------------------------------------------------------------------------
+
+std::vector<ParamTensor> param_layout(const GptConfig& c) {
+  c.validate();
+  std::vector<ParamTensor> t;
+  std::size_t at = 0;
+  auto add = [&](std::string name, std::vector<std::int64_t> shape) {
+    std::size_t n = 1;
+    for (auto s : shape) n *= static_cast<std::size_t>(s);
+    const bool decay = shape.size() == 2;
+    t.push_back({std::move(name), std::move(shape), at, n, decay});
+    at += n;
+  };
+  const std::int64_t C = c.n_embd, F = c.inner();
+  add("wte.weight", {c.vocab_size, C});
+  add("wpe.weight", {c.n_positions, C});
+  for (int l = 0; l < c.n_layer; ++l) {
+    const std::string h = "h." + std::to_string(l) + ".";
+    add(h + "ln_1.weight", {C});
+    add(h + "ln_1.bias", {C});
+    add(h + "attn.c_attn.weight", {C, 3 * C});
+    add(h + "attn.c_attn.bias", {3 * C});
+    add(h + "attn.c_proj.weight", {C, C});
+    add(h + "attn.c_proj.bias", {C});
+    add(h + "ln_2.weight", {C});
+    add(h + "ln_2.bias", {C});
+    add(h + "mlp.c_fc.weight", {C, F});
+    add(h + "mlp.c_fc.bias", {F});
+    add(h + "mlp.c_proj.weight", {F, C});
+    add(h + "mlp.c_proj.bias", {C});
+  }
+  add("ln_f.weight", {C});
+  add("ln_f.bias", {C});
+  return t;
+}
+
+GptTrainable::GptTrainable(const GptConfig& config, std::uint64_t seed)
+    : config_(config), layout_(param_layout(config)) {
+  values_.assign(layout_.back().offset + layout_.back().size, 0.0f);
+  grads_.assign(values_.size(), 0.0f);
+  Normal normal(seed);
+  const double proj_std = 0.02 / std::sqrt(2.0 * config.n_layer);
+  for (const auto& t : layout_) {
+    float* p = values_.data() + t.offset;
+    const bool is_weight = t.name.size() > 7 && t.name.compare(t.name.size() - 7, 7, ".weight") == 0;
+    if (t.shape.size() == 2) {
+      const bool residual = t.name.find("c_proj.weight") != std::string::npos;
+      const double sd = residual ? proj_std : 0.02;
+      for (std::size_t i = 0; i < t.size; ++i) p[i] = static_cast<float>(sd * normal.next());
+    } else if (is_weight) {  // LayerNorm gains
+      std::fill(p, p + t.size, 1.0f);
+    }  // biases stay 0
+  }
+}
+
+GptTrainable::GptTrainable(const GptModel& model) : config_(model.config()), layout_(param_layout(model.config())) {
+  values_.assign(layout_.back().offset + layout_.back().size, 0.0f);
+  grads_.assign(values_.size(), 0.0f);
+  const GptParams& p = model.params();
+  auto put = [&](std::size_t idx, const float* src) {
+    std::memcpy(values_.data() + layout_[idx].offset, src, sizeof(float) * layout_[idx].size);
+  };
+  std::size_t i = 0;
+  put(i++, p.wte);
+  put(i++, p.wpe);
+  for (const auto& b : p.blocks) {
+    for (const float* s : {b.ln_1.weight, b.ln_1.bias, b.c_attn.weight, b.c_attn.bias, b.c_proj.weight,
+                           b.c_proj.bias, b.ln_2.weight, b.ln_2.bias, b.c_fc.weight, b.c_fc.bias,
+                           b.mlp_proj.weight, b.mlp_proj.bias})
+      put(i++, s);
+  }
+  put(i++, p.ln_f.weight);
+  put(i++, p.ln_f.bias);
+}
+
+GptParams GptTrainable::params() const {
+  GptParams p;
+  const float* v = values_.data();
+  std::size_t i = 0;
+  auto next = [&] { return v + layout_[i++].offset; };
+  p.wte = next();
+  p.wpe = next();
+  p.blocks.resize(config_.n_layer);
+  for (auto& b : p.blocks) {
+    b.ln_1.weight = next();
+    b.ln_1.bias = next();
+    b.c_attn.weight = next();
+    b.c_attn.bias = next();
+    b.c_proj.weight = next();
+    b.c_proj.bias = next();
+    b.ln_2.weight = next();
+    b.ln_2.bias = next();
+    b.c_fc.weight = next();
+    b.c_fc.bias = next();
+    b.mlp_proj.weight = next();
+    b.mlp_proj.bias = next();
+  }
+  p.ln_f.weight = next();
+  p.ln_f.bias = next();
+  return p;
+}
+
+GptModel GptTrainable::model() const {
+  GptModel m(config_, params(), {});
+  m.set_threads(threads_);
+  return m;
+}
+
+void GptTrainable::zero_grads() { std::fill(grads_.begin(), grads_.end(), 0.0f); }
+
+double GptTrainable::loss_and_grad(std::span<const std::int32_t> tokens, int batch, int seq, double grad_scale) {
+  return run(tokens, batch, seq, true, grad_scale);
+}
+
+double GptTrainable::loss(std::span<const std::int32_t> tokens, int batch, int seq) const {
+  return const_cast<GptTrainable*>(this)->run(tokens, batch, seq, false, 0.0);
+}
+
+double GptTrainable::run(std::span<const std::int32_t> tokens, int B, int T, bool backward, double grad_scale) {
+  const GptConfig& c = config_;
+  const int C = c.n_embd, H = c.n_head, D = c.head_dim(), F = c.inner(), V = c.vocab_size, L = c.n_layer;
+  if (B < 1 || T < 1) throw Error("train: batch and sequence length must be at least 1");
+  if (T > c.n_positions)
+    throw Error("train: sequence length " + std::to_string(T) + " exceeds the context of " +
+                std::to_string(c.n_positions));
+  if (tokens.size() != static_cast<std::size_t>(B) * (T + 1))
+    throw Error("train: expected " + std::to_string(B) + " x " + std::to_string(T + 1) + " tokens, got " +
+                std::to_string(tokens.size()));
+  for (auto id : tokens)
+    if (id < 0 || id >= V) throw Error("train: token id " + std::to_string(id) + " is outside the vocabulary");
+  if (threads_ > 0) openblas_set_num_threads(threads_);
+  const bool exact = c.activation_function == "gelu";
+  const GptParams P = params();
+  const std::size_t N = static_cast<std::size_t>(B) * T;
+  const std::size_t NC = N * C;
+  auto in_id = [&](std::size_t n) { return tokens[(n / T) * (T + 1) + n % T]; };
+  auto target = [&](std::size_t n) { return tokens[(n / T) * (T + 1) + n % T + 1]; };
+
+  // Saved activations, per layer: block input, LN1 out + stats, qkv, attention out + lse,
+  // mid residual, LN2 out + stats, MLP pre-activation and activation.
+  struct Saved {
+    std::vector<float> x, h1, mean1, rstd1, qkv, att, lse, xmid, h2, mean2, rstd2, fpre, fact;
+  };
+  std::vector<Saved> S(L);
+  std::vector<float> x(NC);
+  for (std::size_t n = 0; n < N; ++n) {
+    const float* te = P.wte + static_cast<std::size_t>(in_id(n)) * C;
+    const float* pe = P.wpe + (n % T) * C;
+    for (int i = 0; i < C; ++i) x[n * C + i] = te[i] + pe[i];
+  }
+  AttentionOptions ao;
+  ao.causal = true;
+  ao.threads = threads_;
+  const std::int64_t S3 = 3 * static_cast<std::int64_t>(C);
+  auto qkv_view = [&](float* base, int which) {
+    return Tensor4{base + which * C, {B, H, T, D}, {T * S3, D, S3, 1}};
+  };
+  auto rows_view = [&](float* base) {
+    return Tensor4{base, {B, H, T, D}, {static_cast<std::int64_t>(T) * C, D, C, 1}};
+  };
+  auto cview = [](const Tensor4& t) { return ConstTensor4{t.data, t.shape, t.strides}; };
+
+  for (int l = 0; l < L; ++l) {
+    const BlockParams& bp = P.blocks[l];
+    Saved& s = S[l];
+    s.x = x;
+    s.h1.resize(NC);
+    s.mean1.resize(N);
+    s.rstd1.resize(N);
+    layer_norm_fwd(x.data(), N, C, bp.ln_1.weight, bp.ln_1.bias, c.layer_norm_epsilon, s.h1.data(), s.mean1.data(),
+                   s.rstd1.data());
+    s.qkv.resize(N * 3 * C);
+    linear_fwd(s.h1.data(), N, C, 3 * C, bp.c_attn.weight, bp.c_attn.bias, s.qkv.data());
+    s.att.resize(NC);
+    s.lse.resize(static_cast<std::size_t>(B) * H * T);
+    AttentionOptions o = ao;
+    o.lse = Tensor3::contiguous(s.lse.data(), {B, H, T});
+    attention(cview(qkv_view(s.qkv.data(), 0)), cview(qkv_view(s.qkv.data(), 1)), cview(qkv_view(s.qkv.data(), 2)),
+              rows_view(s.att.data()), o);
+    std::vector<float> tmp(NC);
+    linear_fwd(s.att.data(), N, C, C, bp.c_proj.weight, bp.c_proj.bias, tmp.data());
+    for (std::size_t i = 0; i < NC; ++i) x[i] += tmp[i];
+    s.xmid = x;
+    s.h2.resize(NC);
+    s.mean2.resize(N);
+    s.rstd2.resize(N);
+    layer_norm_fwd(x.data(), N, C, bp.ln_2.weight, bp.ln_2.bias, c.layer_norm_epsilon, s.h2.data(), s.mean2.data(),
+                   s.rstd2.data());
+    s.fpre.resize(N * F);
+    s.fact.resize(N * F);
+    linear_fwd(s.h2.data(), N, C, F, bp.c_fc.weight, bp.c_fc.bias, s.fpre.data());
+    gelu_fwd(s.fpre.data(), s.fact.data(), s.fpre.size(), exact);
+    linear_fwd(s.fact.data(), N, F, C, bp.mlp_proj.weight, bp.mlp_proj.bias, tmp.data());
+    for (std::size_t i = 0; i < NC; ++i) x[i] += tmp[i];
+    if (!backward) s = Saved{};  // validation keeps nothing
+  }
+  std::vector<float> hf(NC), meanf(N), rstdf(N);
+  layer_norm_fwd(x.data(), N, C, P.ln_f.weight, P.ln_f.bias, c.layer_norm_epsilon, hf.data(), meanf.data(),
+                 rstdf.data());
+  std::vector<float> logits(N * V);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, V, C, 1.0f, hf.data(), C, P.wte, C, 0.0f, logits.data(), V);
+
+  // Softmax cross-entropy; logits become dlogits = (softmax - onehot) * grad_scale / N.
+  std::vector<double> row_loss(N);
+  const float gscale = static_cast<float>(grad_scale / static_cast<double>(N));
+#pragma omp parallel for schedule(static)
+  for (std::size_t n = 0; n < N; ++n) {
+    float* r = logits.data() + n * V;
+    float m = -std::numeric_limits<float>::infinity();
+    for (int v = 0; v < V; ++v) m = std::max(m, r[v]);
+    double sum = 0;
+    for (int v = 0; v < V; ++v) sum += std::exp(static_cast<double>(r[v]) - m);
+    const double lse = m + std::log(sum);
+    row_loss[n] = lse - r[target(n)];
+    if (backward) {
+      for (int v = 0; v < V; ++v) r[v] = static_cast<float>(std::exp(r[v] - lse)) * gscale;
+      r[target(n)] -= gscale;
+    }
+  }
+  double loss = 0;
+  for (double v : row_loss) loss += v;
+  loss /= static_cast<double>(N);
+  if (!backward) return loss;
+
+  // --- backward ---
+  float* G = grads_.data();
+  auto grad_of = [&](const float* param) { return G + (param - values_.data()); };
+  // Tied head: dhf = dlogits wte, dwte += dlogits^T hf.
+  std::vector<float> dh(NC), dx(NC, 0.0f);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, V, 1.0f, logits.data(), V, P.wte, C, 0.0f, dh.data(), C);
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, V, C, N, 1.0f, logits.data(), V, hf.data(), C, 1.0f,
+              grad_of(P.wte), C);
+  logits = {};
+  layer_norm_bwd(x.data(), dh.data(), N, C, P.ln_f.weight, meanf.data(), rstdf.data(), dx.data(),
+                 grad_of(P.ln_f.weight), grad_of(P.ln_f.bias));
+
+  std::vector<float> dF(N * F), dqkv(N * 3 * C), datt(NC), dq(NC), dk(NC), dv(NC);
+  for (int l = L - 1; l >= 0; --l) {
+    const BlockParams& bp = P.blocks[l];
+    Saved& s = S[l];
+    // MLP: x_out = xmid + proj(gelu(fc(ln2(xmid)))).
+    linear_bwd(s.fact.data(), dx.data(), N, F, C, bp.mlp_proj.weight, dF.data(), grad_of(bp.mlp_proj.weight),
+               grad_of(bp.mlp_proj.bias));
+    gelu_bwd(s.fpre.data(), dF.data(), dF.data(), dF.size(), exact);
+    linear_bwd(s.h2.data(), dF.data(), N, C, F, bp.c_fc.weight, dh.data(), grad_of(bp.c_fc.weight),
+               grad_of(bp.c_fc.bias));
+    layer_norm_bwd(s.xmid.data(), dh.data(), N, C, bp.ln_2.weight, s.mean2.data(), s.rstd2.data(), dx.data(),
+                   grad_of(bp.ln_2.weight), grad_of(bp.ln_2.bias));
+    // Attention: xmid = x + proj(attn(ln1(x))).
+    linear_bwd(s.att.data(), dx.data(), N, C, C, bp.c_proj.weight, datt.data(), grad_of(bp.c_proj.weight),
+               grad_of(bp.c_proj.bias));
+    // The engine refuses interleaved output views (it checks memory ranges), so dQ, dK and dV
+    // land in three row buffers and are then laid side by side like qkv.
+    AttentionGradients g{rows_view(dq.data()), rows_view(dk.data()), rows_view(dv.data()), std::nullopt};
+    attention_backward(cview(qkv_view(s.qkv.data(), 0)), cview(qkv_view(s.qkv.data(), 1)),
+                       cview(qkv_view(s.qkv.data(), 2)), cview(rows_view(s.att.data())),
+                       ConstTensor3::contiguous(s.lse.data(), {B, H, T}), cview(rows_view(datt.data())), g, ao);
+    for (std::size_t n = 0; n < N; ++n) {
+      float* r = dqkv.data() + n * 3 * C;
+      std::memcpy(r, dq.data() + n * C, sizeof(float) * C);
+      std::memcpy(r + C, dk.data() + n * C, sizeof(float) * C);
+      std::memcpy(r + 2 * C, dv.data() + n * C, sizeof(float) * C);
+    }
+    linear_bwd(s.h1.data(), dqkv.data(), N, C, 3 * C, bp.c_attn.weight, dh.data(), grad_of(bp.c_attn.weight),
+               grad_of(bp.c_attn.bias));
+    layer_norm_bwd(s.x.data(), dh.data(), N, C, bp.ln_1.weight, s.mean1.data(), s.rstd1.data(), dx.data(),
+                   grad_of(bp.ln_1.weight), grad_of(bp.ln_1.bias));
+    s = Saved{};
+  }
+  // Embeddings.
+  float* dwte = grad_of(P.wte);
+  float* dwpe = grad_of(P.wpe);
+  for (std::size_t n = 0; n < N; ++n) {
+    float* te = dwte + static_cast<std::size_t>(in_id(n)) * C;
+    float* pe = dwpe + (n % T) * C;
+    const float* d = dx.data() + n * C;
+    for (int i = 0; i < C; ++i) {
+      te[i] += d[i];
+      pe[i] += d[i];
+    }
+  }
+  return loss;
+}
+
+// --- optimizer ---------------------------------------------------------------------------
+
+void AdamW::step(GptTrainable& model, double lr, const AdamWOptions& o) {
+  ++t_;
+  const double bc1 = 1.0 - std::pow(o.beta1, static_cast<double>(t_));
+  const double bc2 = 1.0 - std::pow(o.beta2, static_cast<double>(t_));
+  std::vector<float>& w = model.values();
+  const std::vector<float>& g = model.grads();
+  for (const auto& t : model.layout()) {
+    const float decay = t.decay ? static_cast<float>(lr * o.weight_decay) : 0.0f;
+    const std::size_t end = t.offset + t.size;
+#pragma omp parallel for schedule(static) if (t.size > 65536)
+    for (std::size_t i = t.offset; i < end; ++i) {
+      const float gi = g[i];
+      m_[i] = static_cast<float>(o.beta1 * m_[i] + (1 - o.beta1) * gi);
+      v_[i] = static_cast<float>(o.beta2 * v_[i] + (1 - o.beta2) * gi * gi);
+      const double mhat = m_[i] / bc1, vhat = v_[i] / bc2;
+      w[i] -= decay * w[i];
+      w[i] -= static_cast<float>(lr * mhat / (std::sqrt(vhat) + o.eps));
+    }
+  }
+}
+
+double clip_grad_norm(std::vector<float>& grads, double max_norm) {
+  double sq = 0;
+  for (float g : grads) sq += static_cast<double>(g) * g;
+  const double norm = std::sqrt(sq);
+  if (max_norm > 0 && norm > max_norm) {
+    const float s = static_cast<float>(max_norm / (norm + 1e-12));
+    for (float& g : grads) g *= s;
+  }
+  return norm;
+}
+
+double learning_rate(std::int64_t step, std::int64_t warmup, std::int64_t total, double lr, double min_lr) {
+  if (warmup > 0 && step < warmup) return lr * static_cast<double>(step + 1) / static_cast<double>(warmup);
+  if (step >= total) return min_lr;
+  const double span = static_cast<double>(std::max<std::int64_t>(1, total - warmup));
+  const double progress = static_cast<double>(step - warmup) / span;
+  return min_lr + 0.5 * (lr - min_lr) * (1.0 + std::cos(kPi * progress));
+}
+
+}  // namespace jomoim

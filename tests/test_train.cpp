@@ -1,0 +1,265 @@
+// Training: every layer's backward by finite differences (through the whole model, one
+// parameter tensor of each kind at a time), AdamW, clipping and the schedule, the BPE trainer,
+// and the training loop (loss falls, deterministic, resume = uninterrupted run).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "jomoim/bpe_train.hpp"
+#include "jomoim/model.hpp"
+#include "jomoim/tokenizer.hpp"
+#include "jomoim/train.hpp"
+#include "jomoim/trainer.hpp"
+#include "model_test_util.hpp"
+
+namespace fs = std::filesystem;
+using namespace jomoim;
+
+namespace {
+
+GptConfig tiny(const std::string& act = "gelu_new") {
+  GptConfig c;
+  c.n_layer = 2;
+  c.n_head = 2;
+  c.n_embd = 8;
+  c.n_positions = 8;
+  c.vocab_size = 11;
+  c.activation_function = act;
+  return c;
+}
+
+std::vector<std::int32_t> random_tokens(int B, int T, int V, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::vector<std::int32_t> t(static_cast<std::size_t>(B) * (T + 1));
+  for (auto& x : t) x = static_cast<std::int32_t>(rng() % V);
+  return t;
+}
+
+// Randomises every parameter a little so that LayerNorm gains, biases and all paths matter.
+void perturb(GptTrainable& m, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> n(0.0f, 0.2f);
+  for (auto& v : m.values()) v += n(rng);
+}
+
+class Backward : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Backward, EveryParameterKindMatchesFiniteDifferences) {
+  const std::string act = GetParam();
+  GptTrainable m(tiny(act), 3);
+  perturb(m, 4);
+  const int B = 2, T = 6;
+  const auto tokens = random_tokens(B, T, 11, 5);
+  m.zero_grads();
+  m.loss_and_grad(tokens, B, T);
+  const std::vector<float> g = m.grads();
+  std::mt19937 rng(6);
+  int checked = 0;
+  for (const auto& t : m.layout()) {
+    // Four entries of each tensor (for embeddings: rows that the batch uses, plus one it does not).
+    for (int k = 0; k < 4; ++k) {
+      std::size_t i = t.offset + rng() % t.size;
+      if (t.name == "wte.weight" && k == 0) i = t.offset + static_cast<std::size_t>(tokens[0]) * 8 + 3;
+      const float keep = m.values()[i];
+      const float h = 1e-2f;
+      m.values()[i] = keep + h;
+      const double up = m.loss(tokens, B, T);
+      m.values()[i] = keep - h;
+      const double down = m.loss(tokens, B, T);
+      m.values()[i] = keep;
+      const double fd = (up - down) / (2.0 * h);
+      EXPECT_NEAR(g[i], fd, 1e-3 + 3e-2 * std::abs(fd)) << t.name << " [" << i - t.offset << "] (" << act << ")";
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 4 * static_cast<int>(m.layout().size()));
+}
+
+INSTANTIATE_TEST_SUITE_P(Activations, Backward, ::testing::Values("gelu_new", "gelu"));
+
+TEST(Backward, GradientsAccumulateAndScale) {
+  GptTrainable m(tiny(), 8);
+  const auto tokens = random_tokens(3, 5, 11, 9);
+  m.zero_grads();
+  const double l1 = m.loss_and_grad(tokens, 3, 5);
+  const std::vector<float> once = m.grads();
+  const double l2 = m.loss_and_grad(tokens, 3, 5, 0.5);
+  EXPECT_EQ(l1, l2);
+  for (std::size_t i = 0; i < once.size(); ++i) ASSERT_NEAR(m.grads()[i], 1.5f * once[i], 1e-6f + 1e-5f * std::abs(once[i]));
+  // The loss equals the inference model's cross-entropy.
+  const GptModel inf = m.model();
+  double ce = 0;
+  for (int b = 0; b < 3; ++b) {
+    std::vector<std::int32_t> ids(tokens.begin() + b * 6, tokens.begin() + b * 6 + 5);
+    const auto logits = inf.logits(ids);
+    for (int t = 0; t < 5; ++t) {
+      double mx = -1e30, s = 0;
+      for (int v = 0; v < 11; ++v) mx = std::max(mx, double(logits[t * 11 + v]));
+      for (int v = 0; v < 11; ++v) s += std::exp(logits[t * 11 + v] - mx);
+      ce += mx + std::log(s) - logits[t * 11 + tokens[b * 6 + t + 1]];
+    }
+  }
+  EXPECT_NEAR(l1, ce / 15, 1e-5);
+  EXPECT_THROW(m.loss_and_grad(tokens, 3, 6), Error);          // wrong token count
+  EXPECT_THROW(m.loss_and_grad(random_tokens(1, 9, 11, 1), 1, 9), Error);  // longer than context
+  auto bad = tokens;
+  bad[2] = 11;
+  EXPECT_THROW(m.loss_and_grad(bad, 3, 5), Error);
+}
+
+TEST(Optimizer, AdamWClipAndSchedule) {
+  GptTrainable m(tiny(), 1);
+  std::fill(m.grads().begin(), m.grads().end(), 0.0f);
+  m.grads()[0] = 3.0f;
+  m.grads()[1] = 4.0f;
+  EXPECT_NEAR(clip_grad_norm(m.grads(), 1.0), 5.0, 1e-9);
+  EXPECT_NEAR(m.grads()[0], 0.6f, 1e-6);
+  EXPECT_NEAR(m.grads()[1], 0.8f, 1e-6);
+  // First AdamW step moves each parameter by lr * sign(g) (bias-corrected), plus decay on matrices.
+  const std::vector<float> before = m.values();
+  AdamW adam(m.values().size());
+  adam.step(m, 0.01, AdamWOptions{0.01, 0.9, 0.95, 1e-8, 0.1});
+  EXPECT_NEAR(m.values()[0], before[0] * (1 - 0.001f) - 0.01f, 1e-6);  // wte: decayed
+  const auto& lnb = m.layout()[3];  // h.0.ln_1.bias: no decay, zero grad: unchanged
+  EXPECT_EQ(lnb.name, "h.0.ln_1.bias");
+  EXPECT_FALSE(lnb.decay);
+  EXPECT_EQ(m.values()[lnb.offset], before[lnb.offset]);
+  // Schedule: warm-up, peak, cosine to min.
+  EXPECT_NEAR(learning_rate(0, 10, 100, 1.0, 0.1), 0.1, 1e-12);
+  EXPECT_NEAR(learning_rate(9, 10, 100, 1.0, 0.1), 1.0, 1e-12);
+  EXPECT_NEAR(learning_rate(10, 10, 100, 1.0, 0.1), 1.0, 1e-12);
+  EXPECT_NEAR(learning_rate(55, 10, 100, 1.0, 0.1), 0.55, 1e-12);
+  EXPECT_NEAR(learning_rate(100, 10, 100, 1.0, 0.1), 0.1, 1e-12);
+}
+
+TEST(BpeTrainer, LearnsFrequentPairsAndRoundTrips) {
+  const std::string text = "the cat sat on the mat. the cat ate the rat. that is that.\n";
+  std::vector<std::string_view> texts = {text, text};
+  const Tokenizer t = train_bpe(texts, {300, 2});
+  EXPECT_LE(t.vocab_size(), 300u);
+  EXPECT_GT(t.vocab_size(), 257u);
+  ASSERT_TRUE(t.eos_id());
+  EXPECT_EQ(*t.eos_id(), static_cast<int>(t.vocab_size()) - 1);
+  // " the" is frequent: one token.
+  EXPECT_EQ(t.encode(" the").size(), 1u);
+  EXPECT_EQ(t.decode(t.encode(text)), text);
+  const std::string odd = "zebra \xff\xfe 조모임";
+  EXPECT_EQ(t.decode(t.encode(odd)), odd);
+  // Deterministic.
+  const Tokenizer again = train_bpe(texts, {300, 2});
+  EXPECT_EQ(again.merges(), t.merges());
+  // min_frequency stops early; too small a vocabulary is refused.
+  const Tokenizer few = train_bpe(texts, {300, 100});
+  EXPECT_EQ(few.vocab_size(), 257u);
+  EXPECT_THROW(train_bpe(texts, {256, 2}), Error);
+}
+
+// --- the training loop ---------------------------------------------------------------------
+
+class Trainer : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::temp_directory_path() / ("jomoim_train_test_" + std::to_string(::getpid()) + "_" +
+                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(root_);
+    fs::create_directories(root_ / "data");
+    // A small corpus with structure to learn: repeated sentences with variations.
+    const char* subjects[] = {"the cat", "a dog", "my friend", "the teacher", "our group"};
+    const char* verbs[] = {"has", "wants", "sees", "makes", "keeps"};
+    const char* objects[] = {"a lot of work", "the red ball", "a quiet room", "the last word", "many ideas"};
+    std::mt19937 rng(1);
+    for (int d = 0; d < 24; ++d) {
+      std::ofstream f(root_ / "data" / ("doc" + std::to_string(100 + d) + ".txt"));
+      for (int s = 0; s < 40; ++s)
+        f << subjects[rng() % 5] << " " << verbs[rng() % 5] << " " << objects[rng() % 5] << ". ";
+    }
+  }
+  void TearDown() override { fs::remove_all(root_); }
+  TrainOptions options(const std::string& out) {
+    TrainOptions o;
+    o.data = {root_ / "data"};
+    o.out = root_ / out;
+    o.vocab_size = 300;
+    o.model.n_layer = 2;
+    o.model.n_head = 2;
+    o.model.n_embd = 32;
+    o.model.n_positions = 32;
+    o.batch = 4;
+    o.seq = 32;
+    o.steps = 40;
+    o.lr = 3e-3;
+    o.warmup = 5;
+    o.eval_every = 20;
+    o.eval_batches = 2;
+    o.save_every = 1000;
+    o.val_fraction = 0.1;
+    o.threads = 1;
+    return o;
+  }
+  fs::path root_;
+};
+
+TEST_F(Trainer, LossFallsRunsAreDeterministicAndResumeLosesNothing) {
+  const TrainResult a = train_gpt(options("a"));
+  ASSERT_EQ(a.history.size(), 40u);
+  double first = 0, last = 0;
+  for (int i = 0; i < 5; ++i) first += a.history[i].loss / 5;
+  for (int i = 35; i < 40; ++i) last += a.history[i].loss / 5;
+  EXPECT_LT(last, first - 1.0) << "the loss must fall";
+  EXPECT_GT(a.history[19].val_loss, 0);
+  EXPECT_GT(a.history[39].val_loss, 0);
+  EXPECT_LT(a.history[39].val_loss, a.history[0].loss);
+
+  // The same run again: identical losses.
+  const TrainResult b = train_gpt(options("b"));
+  for (std::size_t i = 0; i < a.history.size(); ++i) ASSERT_EQ(a.history[i].loss, b.history[i].loss) << i;
+
+  // Interrupted after 17 steps, then resumed: the same losses as the uninterrupted run.
+  std::atomic<bool> stop{false};
+  TrainCallbacks cb;
+  cb.stop = &stop;
+  cb.step = [&](const TrainRecord& r, std::int64_t, double) {
+    if (r.step == 17) stop = true;
+  };
+  const TrainResult c1 = train_gpt(options("c"), cb);
+  EXPECT_TRUE(c1.interrupted);
+  EXPECT_EQ(c1.steps_done, 17);
+  auto resumed = options("c");
+  resumed.resume = true;
+  const TrainResult c2 = train_gpt(resumed);
+  ASSERT_EQ(c2.history.size(), 40u);
+  for (std::size_t i = 0; i < a.history.size(); ++i) ASSERT_EQ(a.history[i].loss, c2.history[i].loss) << i;
+
+  // The result is a model directory the runtime loads, with the same predictions as training's.
+  const GptModel loaded = GptModel::load(root_ / "a");
+  const Tokenizer tok = Tokenizer::load_dir(root_ / "a");
+  const auto ids = tok.encode("the cat has a lot");
+  EXPECT_EQ(loaded.logits(ids).size(), ids.size() * tok.vocab_size());
+
+  // A second run into the same folder without --resume is refused.
+  EXPECT_THROW(train_gpt(options("a")), Error);
+}
+
+TEST_F(Trainer, RefusesBadOptionsAndData) {
+  auto o = options("x");
+  o.data = {root_ / "missing"};
+  EXPECT_THROW(train_gpt(o), Error);
+  o = options("x");
+  o.seq = 64;  // longer than the context of 32
+  EXPECT_THROW(train_gpt(o), Error);
+  o = options("x");
+  o.vocab_size = 10;
+  EXPECT_THROW(train_gpt(o), Error);
+  o = options("x");
+  o.out.clear();
+  EXPECT_THROW(train_gpt(o), Error);
+}
+
+}  // namespace
