@@ -53,6 +53,7 @@ class GptTrainable {
   GptModel model() const;
 
   void set_threads(int threads) { threads_ = threads; }
+  int threads() const { return threads_; }
 
   // Mean cross-entropy of predicting tokens[b][t + 1] from tokens[b][0..t], over a batch of
   // `batch` windows of `seq + 1` tokens each (C order, [batch, seq + 1]). Adds the gradient of

@@ -10,6 +10,7 @@
 
 #include "jomoim/attention.hpp"
 #include "jomoim/model.hpp"
+#include "model/kernels.hpp"
 
 namespace jomoim {
 namespace {
@@ -46,13 +47,7 @@ void layer_norm(const float* x, int T, int C, const LayerNormParams& p, float ep
   }
 }
 
-void gelu_tanh(float* x, std::size_t n) {
-  constexpr float k = 0.7978845608028654f;  // sqrt(2 / pi)
-  for (std::size_t i = 0; i < n; ++i) {
-    const float v = x[i];
-    x[i] = 0.5f * v * (1.0f + std::tanh(k * (v + 0.044715f * v * v * v)));
-  }
-}
+void gelu_tanh(float* x, std::size_t n) { model_kernels::gelu_tanh(x, x, n); }
 
 void gelu_erf(float* x, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) x[i] = 0.5f * x[i] * (1.0f + std::erf(x[i] * 0.7071067811865476f));

@@ -3,6 +3,7 @@
 #include "jomoim/train.hpp"
 
 #include <cblas.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -12,6 +13,7 @@
 #include <string>
 
 #include "jomoim/attention.hpp"
+#include "model/kernels.hpp"
 
 namespace jomoim {
 namespace {
@@ -70,8 +72,8 @@ void linear_bwd(const float* x, const float* dy, int N, int in, int out, const f
 
 // y = (x - mean) * rstd * g + b per row; saves mean and rstd.
 void layer_norm_fwd(const float* x, int N, int C, const float* g, const float* b, float eps, float* y,
-                    float* mean, float* rstd) {
-#pragma omp parallel for schedule(static) if (N * C > 65536)
+                    float* mean, float* rstd, int nt) {
+#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && N * C > 65536)
   for (int n = 0; n < N; ++n) {
     const float* xr = x + static_cast<std::size_t>(n) * C;
     float* yr = y + static_cast<std::size_t>(n) * C;
@@ -91,8 +93,8 @@ void layer_norm_fwd(const float* x, int N, int C, const float* g, const float* b
 
 // Adds the input gradient of LayerNorm to dx; accumulates dg, db.
 void layer_norm_bwd(const float* x, const float* dy, int N, int C, const float* g, const float* mean,
-                    const float* rstd, float* dx, float* dg, float* db) {
-#pragma omp parallel for schedule(static) if (N * C > 65536)
+                    const float* rstd, float* dx, float* dg, float* db, int nt) {
+#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && N * C > 65536)
   for (int n = 0; n < N; ++n) {
     const float* xr = x + static_cast<std::size_t>(n) * C;
     const float* dyr = dy + static_cast<std::size_t>(n) * C;
@@ -121,31 +123,35 @@ void layer_norm_bwd(const float* x, const float* dy, int N, int C, const float* 
   }
 }
 
-constexpr float kGeluK = 0.7978845608028654f;  // sqrt(2 / pi)
-
-void gelu_fwd(const float* x, float* y, std::size_t n, bool exact) {
-#pragma omp parallel for schedule(static) if (n > 65536)
-  for (std::size_t i = 0; i < n; ++i) {
-    const float v = x[i];
-    y[i] = exact ? 0.5f * v * (1.0f + std::erf(v * 0.7071067811865476f))
-                 : 0.5f * v * (1.0f + std::tanh(kGeluK * (v + 0.044715f * v * v * v)));
+// GELU over n values, split into chunks over threads; the tanh form runs the Highway kernel.
+void gelu_fwd(const float* x, float* y, std::size_t n, bool exact, int nt) {
+  const std::ptrdiff_t chunks = nt > 1 && n > 65536 ? nt : 1;
+#pragma omp parallel for schedule(static) num_threads(nt) if (chunks > 1)
+  for (std::ptrdiff_t c = 0; c < chunks; ++c) {
+    const std::size_t b = n * c / chunks, e = n * (c + 1) / chunks;
+    if (!exact) {
+      model_kernels::gelu_tanh(x + b, y + b, e - b);
+    } else {
+      for (std::size_t i = b; i < e; ++i) y[i] = 0.5f * x[i] * (1.0f + std::erf(x[i] * 0.7071067811865476f));
+    }
   }
 }
 
 // dx = dy * gelu'(x)
-void gelu_bwd(const float* x, const float* dy, float* dx, std::size_t n, bool exact) {
-#pragma omp parallel for schedule(static) if (n > 65536)
-  for (std::size_t i = 0; i < n; ++i) {
-    const double v = x[i];
-    double d;
-    if (exact) {
-      d = 0.5 * (1.0 + std::erf(v / std::sqrt(2.0))) + v * std::exp(-0.5 * v * v) / std::sqrt(2.0 * kPi);
-    } else {
-      const double u = kGeluK * (v + 0.044715 * v * v * v);
-      const double t = std::tanh(u);
-      d = 0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * kGeluK * (1.0 + 3.0 * 0.044715 * v * v);
+void gelu_bwd(const float* x, const float* dy, float* dx, std::size_t n, bool exact, int nt) {
+  const std::ptrdiff_t chunks = nt > 1 && n > 65536 ? nt : 1;
+#pragma omp parallel for schedule(static) num_threads(nt) if (chunks > 1)
+  for (std::ptrdiff_t c = 0; c < chunks; ++c) {
+    const std::size_t b = n * c / chunks, e = n * (c + 1) / chunks;
+    if (!exact) {
+      model_kernels::gelu_tanh_backward(x + b, dy + b, dx + b, e - b);
+      continue;
     }
-    dx[i] = static_cast<float>(dy[i] * d);
+    for (std::size_t i = b; i < e; ++i) {
+      const double v = x[i];
+      const double d = 0.5 * (1.0 + std::erf(v / std::sqrt(2.0))) + v * std::exp(-0.5 * v * v) / std::sqrt(2.0 * kPi);
+      dx[i] = static_cast<float>(dy[i] * d);
+    }
   }
 }
 
@@ -286,6 +292,7 @@ double GptTrainable::run(std::span<const std::int32_t> tokens, int B, int T, boo
   for (auto id : tokens)
     if (id < 0 || id >= V) throw Error("train: token id " + std::to_string(id) + " is outside the vocabulary");
   if (threads_ > 0) openblas_set_num_threads(threads_);
+  const int nt = threads_ > 0 ? threads_ : omp_get_max_threads();
   const bool exact = c.activation_function == "gelu";
   const GptParams P = params();
   const std::size_t N = static_cast<std::size_t>(B) * T;
@@ -325,7 +332,7 @@ double GptTrainable::run(std::span<const std::int32_t> tokens, int B, int T, boo
     s.mean1.resize(N);
     s.rstd1.resize(N);
     layer_norm_fwd(x.data(), N, C, bp.ln_1.weight, bp.ln_1.bias, c.layer_norm_epsilon, s.h1.data(), s.mean1.data(),
-                   s.rstd1.data());
+                   s.rstd1.data(), nt);
     s.qkv.resize(N * 3 * C);
     linear_fwd(s.h1.data(), N, C, 3 * C, bp.c_attn.weight, bp.c_attn.bias, s.qkv.data());
     s.att.resize(NC);
@@ -342,35 +349,32 @@ double GptTrainable::run(std::span<const std::int32_t> tokens, int B, int T, boo
     s.mean2.resize(N);
     s.rstd2.resize(N);
     layer_norm_fwd(x.data(), N, C, bp.ln_2.weight, bp.ln_2.bias, c.layer_norm_epsilon, s.h2.data(), s.mean2.data(),
-                   s.rstd2.data());
+                   s.rstd2.data(), nt);
     s.fpre.resize(N * F);
     s.fact.resize(N * F);
     linear_fwd(s.h2.data(), N, C, F, bp.c_fc.weight, bp.c_fc.bias, s.fpre.data());
-    gelu_fwd(s.fpre.data(), s.fact.data(), s.fpre.size(), exact);
+    gelu_fwd(s.fpre.data(), s.fact.data(), s.fpre.size(), exact, nt);
     linear_fwd(s.fact.data(), N, F, C, bp.mlp_proj.weight, bp.mlp_proj.bias, tmp.data());
     for (std::size_t i = 0; i < NC; ++i) x[i] += tmp[i];
     if (!backward) s = Saved{};  // validation keeps nothing
   }
   std::vector<float> hf(NC), meanf(N), rstdf(N);
   layer_norm_fwd(x.data(), N, C, P.ln_f.weight, P.ln_f.bias, c.layer_norm_epsilon, hf.data(), meanf.data(),
-                 rstdf.data());
+                 rstdf.data(), nt);
   std::vector<float> logits(N * V);
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, V, C, 1.0f, hf.data(), C, P.wte, C, 0.0f, logits.data(), V);
 
   // Softmax cross-entropy; logits become dlogits = (softmax - onehot) * grad_scale / N.
   std::vector<double> row_loss(N);
   const float gscale = static_cast<float>(grad_scale / static_cast<double>(N));
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
   for (std::size_t n = 0; n < N; ++n) {
     float* r = logits.data() + n * V;
-    float m = -std::numeric_limits<float>::infinity();
-    for (int v = 0; v < V; ++v) m = std::max(m, r[v]);
-    double sum = 0;
-    for (int v = 0; v < V; ++v) sum += std::exp(static_cast<double>(r[v]) - m);
-    const double lse = m + std::log(sum);
+    const float m = model_kernels::row_max(r, V);
+    const double lse = m + std::log(model_kernels::sum_exp(r, V, m));
     row_loss[n] = lse - r[target(n)];
     if (backward) {
-      for (int v = 0; v < V; ++v) r[v] = static_cast<float>(std::exp(r[v] - lse)) * gscale;
+      model_kernels::exp_scale(r, V, static_cast<float>(lse), gscale);
       r[target(n)] -= gscale;
     }
   }
@@ -389,7 +393,7 @@ double GptTrainable::run(std::span<const std::int32_t> tokens, int B, int T, boo
               grad_of(P.wte), C);
   logits = {};
   layer_norm_bwd(x.data(), dh.data(), N, C, P.ln_f.weight, meanf.data(), rstdf.data(), dx.data(),
-                 grad_of(P.ln_f.weight), grad_of(P.ln_f.bias));
+                 grad_of(P.ln_f.weight), grad_of(P.ln_f.bias), nt);
 
   std::vector<float> dF(N * F), dqkv(N * 3 * C), datt(NC), dq(NC), dk(NC), dv(NC);
   for (int l = L - 1; l >= 0; --l) {
@@ -398,11 +402,11 @@ double GptTrainable::run(std::span<const std::int32_t> tokens, int B, int T, boo
     // MLP: x_out = xmid + proj(gelu(fc(ln2(xmid)))).
     linear_bwd(s.fact.data(), dx.data(), N, F, C, bp.mlp_proj.weight, dF.data(), grad_of(bp.mlp_proj.weight),
                grad_of(bp.mlp_proj.bias));
-    gelu_bwd(s.fpre.data(), dF.data(), dF.data(), dF.size(), exact);
+    gelu_bwd(s.fpre.data(), dF.data(), dF.data(), dF.size(), exact, nt);
     linear_bwd(s.h2.data(), dF.data(), N, C, F, bp.c_fc.weight, dh.data(), grad_of(bp.c_fc.weight),
                grad_of(bp.c_fc.bias));
     layer_norm_bwd(s.xmid.data(), dh.data(), N, C, bp.ln_2.weight, s.mean2.data(), s.rstd2.data(), dx.data(),
-                   grad_of(bp.ln_2.weight), grad_of(bp.ln_2.bias));
+                   grad_of(bp.ln_2.weight), grad_of(bp.ln_2.bias), nt);
     // Attention: xmid = x + proj(attn(ln1(x))).
     linear_bwd(s.att.data(), dx.data(), N, C, C, bp.c_proj.weight, datt.data(), grad_of(bp.c_proj.weight),
                grad_of(bp.c_proj.bias));
@@ -421,7 +425,7 @@ double GptTrainable::run(std::span<const std::int32_t> tokens, int B, int T, boo
     linear_bwd(s.h1.data(), dqkv.data(), N, C, 3 * C, bp.c_attn.weight, dh.data(), grad_of(bp.c_attn.weight),
                grad_of(bp.c_attn.bias));
     layer_norm_bwd(s.x.data(), dh.data(), N, C, bp.ln_1.weight, s.mean1.data(), s.rstd1.data(), dx.data(),
-                   grad_of(bp.ln_1.weight), grad_of(bp.ln_1.bias));
+                   grad_of(bp.ln_1.weight), grad_of(bp.ln_1.bias), nt);
     s = Saved{};
   }
   // Embeddings.
@@ -446,11 +450,12 @@ void AdamW::step(GptTrainable& model, double lr, const AdamWOptions& o) {
   const double bc1 = 1.0 - std::pow(o.beta1, static_cast<double>(t_));
   const double bc2 = 1.0 - std::pow(o.beta2, static_cast<double>(t_));
   std::vector<float>& w = model.values();
+  const int nt = model.threads() > 0 ? model.threads() : omp_get_max_threads();
   const std::vector<float>& g = model.grads();
   for (const auto& t : model.layout()) {
     const float decay = t.decay ? static_cast<float>(lr * o.weight_decay) : 0.0f;
     const std::size_t end = t.offset + t.size;
-#pragma omp parallel for schedule(static) if (t.size > 65536)
+#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && t.size > 65536)
     for (std::size_t i = t.offset; i < end; ++i) {
       const float gi = g[i];
       m_[i] = static_cast<float>(o.beta1 * m_[i] + (1 - o.beta1) * gi);
