@@ -59,6 +59,7 @@ struct TrainResult {
   bool interrupted = false;
   double seconds = 0;                 // this invocation's training time
   std::int64_t train_tokens = 0, val_tokens = 0;
+  double bigram_val_loss = 0;         // the bigram baseline on the same validation tokens
 };
 
 struct TrainCallbacks {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <unordered_map>
 #include <sstream>
 #include <system_error>
 #include <unistd.h>
@@ -163,6 +164,7 @@ TrainResult train_gpt(const TrainOptions& opt, const TrainCallbacks& cb) {
 
   // Tokenizer.
   const auto t_tok = Clock::now();
+  double bigram_val_loss = 0;
   Tokenizer tok = [&] {
     if (resuming) return Tokenizer::load_dir(opt.out);
     if (!opt.tokenizer.empty()) return Tokenizer::load_dir(opt.tokenizer);
@@ -192,6 +194,32 @@ TrainResult train_gpt(const TrainOptions& opt, const TrainCallbacks& cb) {
     throw Error("the validation split has " + std::to_string(val_ids.size()) +
                 " tokens, fewer than --seq + 2 (give more data or a larger --val-fraction)");
 
+  // A bigram baseline for comparison: p(next | current) from training counts, interpolated
+  // with add-one unigram frequencies (weight 0.9 / 0.1), scored on the validation tokens.
+  {
+    const std::size_t Vt = tok.vocab_size();
+    std::vector<double> uni(Vt, 1.0);
+    std::unordered_map<std::uint64_t, double> bi;
+    std::vector<double> from(Vt, 0.0);
+    for (std::size_t i = 0; i + 1 < train_ids.size(); ++i) {
+      uni[train_ids[i + 1]] += 1;
+      from[train_ids[i]] += 1;
+      bi[(static_cast<std::uint64_t>(train_ids[i]) << 32) | static_cast<std::uint32_t>(train_ids[i + 1])] += 1;
+    }
+    double uni_total = 0;
+    for (double u : uni) uni_total += u;
+    double nll = 0;
+    for (std::size_t i = 0; i + 1 < val_ids.size(); ++i) {
+      const auto a = val_ids[i], b = val_ids[i + 1];
+      const auto it = bi.find((static_cast<std::uint64_t>(a) << 32) | static_cast<std::uint32_t>(b));
+      const double pb = from[a] > 0 && it != bi.end() ? it->second / from[a] : 0.0;
+      const double pu = uni[b] / uni_total;
+      nll -= std::log((from[a] > 0 ? 0.9 : 0.0) * pb + (from[a] > 0 ? 0.1 : 1.0) * pu);
+    }
+    bigram_val_loss = nll / static_cast<double>(val_ids.size() - 1);
+    say("bigram baseline: validation loss " + std::to_string(bigram_val_loss).substr(0, 6));
+  }
+
   GptConfig cfg = opt.model;
   cfg.vocab_size = static_cast<int>(tok.vocab_size());
   cfg.validate();
@@ -200,6 +228,7 @@ TrainResult train_gpt(const TrainOptions& opt, const TrainCallbacks& cb) {
   TrainResult result;
   result.train_tokens = static_cast<std::int64_t>(train_ids.size());
   result.val_tokens = static_cast<std::int64_t>(val_ids.size());
+  result.bigram_val_loss = bigram_val_loss;
   std::unique_ptr<GptTrainable> model;
   std::unique_ptr<AdamW> adam;
   std::int64_t step = 0;
@@ -235,6 +264,11 @@ TrainResult train_gpt(const TrainOptions& opt, const TrainCallbacks& cb) {
       std::to_string(cfg.n_embd) + " wide, context " + std::to_string(cfg.n_positions) + ", vocabulary " +
       std::to_string(cfg.vocab_size) + ": " + std::to_string(cfg.parameter_count()) + " parameters");
 
+  // Wall-clock training time over every invocation of this run (resumed parts included).
+  double seconds_before = 0;
+  if (resuming) seconds_before = json::parse(read_file(state_path)).value("seconds", 0.0);
+  const auto t0 = Clock::now();
+  auto elapsed_now = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
   auto save = [&] {
     save_gpt2_checkpoint(opt.out, cfg, model->params(), {{"producer", "jomoim train"}, {"step", std::to_string(step)}});
     tok.save(opt.out);
@@ -245,7 +279,8 @@ TrainResult train_gpt(const TrainOptions& opt, const TrainCallbacks& cb) {
     json hist = json::array();
     for (const auto& r : result.history) hist.push_back(record_json(r));
     const json st = {{"version", 1}, {"step", step}, {"options", options_json(opt)}, {"history", hist},
-                     {"train_tokens", result.train_tokens}, {"val_tokens", result.val_tokens}};
+                     {"train_tokens", result.train_tokens}, {"val_tokens", result.val_tokens},
+                     {"bigram_val_loss", result.bigram_val_loss}, {"seconds", seconds_before + elapsed_now()}};
     write_text_atomic(state_path, st.dump(1) + "\n");
   };
 
@@ -275,7 +310,6 @@ TrainResult train_gpt(const TrainOptions& opt, const TrainCallbacks& cb) {
     return sum / opt.eval_batches;
   };
 
-  const auto t0 = Clock::now();
   std::int64_t steps_this_run = 0;
   while (step < opt.steps) {
     if (cb.stop && cb.stop->load()) {
