@@ -19,6 +19,7 @@ packages=(
   python3-venv python3-setuptools python3-wheel python3-pip  # its offline pip install (and test)
   libpcre2-dev                                   # PCRE2: the tokenizer's Unicode-aware split pattern
   nodejs npm                                     # tokenizer tests: gpt-3-encoder (npm ci in the build tree)
+  libopenmpi-dev openmpi-bin                     # ring attention over MPI (jomoim::dist, attend --distributed)
 )
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(python3-torch libjemalloc2 nodejs npm)

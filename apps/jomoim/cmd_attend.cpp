@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "attend_dist.hpp"
 #include "commands.hpp"
 #include "jomoim/attention.hpp"
 #include "jomoim/npy.hpp"
@@ -40,6 +41,7 @@ struct AttendOptions {
   std::string notation = "paper";
   int threads = 0;
   std::vector<std::int64_t> key_lengths;
+  bool distributed = false;  // ring attention over MPI (cmd_attend_dist.cpp)
 };
 
 std::string dims_string(std::span<const std::int64_t> shape) {
@@ -271,6 +273,9 @@ void add_attend_command(CLI::App& app) {
                   "are masked (padded sequences)")
       ->type_name("L0,L1,...")
       ->delimiter(',');
+  cmd->add_flag("--distributed", o->distributed,
+                "ring attention over MPI: run as `mpirun -np P jomoim attend --distributed ...`; each rank reads "
+                "its rows of Q, K, V and writes its rows of OUT/LSE (paper notation; no --probs, --bias)");
   cmd->footer(
       "Q and K are not interchangeable: the softmax runs over the keys of each query.\n"
       "Hq must be a multiple of Hkv: query head h reads key/value head h / (Hq / Hkv) (grouped-query).\n"
@@ -279,6 +284,11 @@ void add_attend_command(CLI::App& app) {
       "outputs are written only when everything succeeded, each atomically.");
   cmd->callback([o, scale] {
     o->has_scale = scale->count() > 0;
+    if (o->distributed) {
+      run_attend_distributed({o->q, o->k, o->v, o->bias, o->out, o->lse, o->probs, o->causal, o->has_scale, o->scale,
+                              o->notation, o->threads, o->key_lengths});
+      return;
+    }
     run_attend(*o);
   });
 }

@@ -441,14 +441,27 @@ bool write_floats(int fd, const float* data, std::uint64_t count) {
 
 }  // namespace
 
-NpyArray parse_npy(std::span<const std::byte> bytes, const std::string& name) {
+NpyInfo parse_npy_info(std::span<const std::byte> bytes, std::uint64_t file_size, const std::string& name) {
   const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
-  const std::size_t size = bytes.size();
+  // `size` is the file's, for every check and message; `bytes` must hold as much of its
+  // beginning as the preamble and header need.
+  const std::uint64_t size = file_size;
+  if (bytes.size() > size)
+    fail(name, "internal error: " + std::to_string(bytes.size()) + " bytes given for a file of " +
+                   std::to_string(size));
+  auto need_bytes = [&](std::uint64_t n) {
+    if (bytes.size() < n)
+      fail(name, "internal error: the first " + std::to_string(n) + " bytes are needed, " +
+                     std::to_string(bytes.size()) + " were read");
+  };
   if (size == 0) fail(name, "file is empty (0 bytes), not a .npy file");
-  if (size < kMagicLen || std::memcmp(p, kMagic, kMagicLen) != 0)
+  if (size < kMagicLen) fail(name, "not a .npy file (it does not start with \\x93NUMPY)");
+  need_bytes(kMagicLen);
+  if (std::memcmp(p, kMagic, kMagicLen) != 0)
     fail(name, "not a .npy file (it does not start with \\x93NUMPY)");
   if (size < kMagicLen + 2)
     fail(name, "file ends inside the .npy preamble (" + std::to_string(size) + " bytes)");
+  need_bytes(kMagicLen + 2);
   const unsigned major = p[6], minor = p[7];
   if ((major != 1 && major != 2) || minor != 0)
     fail(name, "unsupported .npy format version " + std::to_string(major) + "." +
@@ -458,31 +471,42 @@ NpyArray parse_npy(std::span<const std::byte> bytes, const std::string& name) {
   const std::size_t header_start = kMagicLen + 2 + length_bytes;
   if (size < header_start)
     fail(name, "file ends inside the .npy preamble (" + std::to_string(size) + " bytes)");
+  need_bytes(header_start);
   std::uint64_t header_len = 0;
   for (std::size_t i = 0; i < length_bytes; ++i) header_len |= std::uint64_t(p[kMagicLen + 2 + i]) << (8 * i);
   if (header_len > size - header_start)
     fail(name, "header length " + std::to_string(header_len) + " runs past the end of the file (" +
                    std::to_string(size - header_start) + " bytes follow the preamble)");
+  need_bytes(header_start + header_len);
 
-  NpyArray a;
-  a.shape = parse_header(
+  NpyInfo info;
+  info.shape = parse_header(
       std::string_view(reinterpret_cast<const char*>(p + header_start), std::size_t(header_len)), name);
   std::string problem;
-  const std::uint64_t count = element_count(a.shape, &problem);
+  const std::uint64_t count = element_count(info.shape, &problem);
   if (!problem.empty()) fail(name, problem);
 
-  const std::size_t data_start = header_start + std::size_t(header_len);
+  const std::uint64_t data_start = header_start + header_len;
   const std::uint64_t have = size - data_start;
   const std::uint64_t need = count * sizeof(float);
   if (have < need)
-    fail(name, "data is truncated: shape " + dims_string(a.shape) + " needs " + std::to_string(need) +
+    fail(name, "data is truncated: shape " + dims_string(info.shape) + " needs " + std::to_string(need) +
                    " bytes of float32, but only " + std::to_string(have) + " follow the header");
   if (have > need)
     fail(name, "file has " + std::to_string(have - need) + " bytes after the data the header describes (shape " +
-                   dims_string(a.shape) + ")");
+                   dims_string(info.shape) + ")");
+  info.data_offset = data_start;
+  info.count = count;
+  return info;
+}
 
+NpyArray parse_npy(std::span<const std::byte> bytes, const std::string& name) {
+  NpyInfo info = parse_npy_info(bytes, bytes.size(), name);
+  NpyArray a;
+  a.shape = std::move(info.shape);
+  const std::uint64_t count = info.count;
   a.data.resize(std::size_t(count));
-  if (count > 0) std::memcpy(a.data.data(), p + data_start, std::size_t(need));
+  if (count > 0) std::memcpy(a.data.data(), bytes.data() + info.data_offset, std::size_t(count * sizeof(float)));
   if constexpr (std::endian::native == std::endian::big) {
     for (float& f : a.data) {
       std::uint32_t u;
@@ -492,6 +516,101 @@ NpyArray parse_npy(std::span<const std::byte> bytes, const std::string& name) {
     }
   }
   return a;
+}
+
+NpyInfo read_npy_info(const std::filesystem::path& path) {
+  const std::string name = path.string();
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail(name, std::string("cannot open: ") + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    fail(name, "cannot read its header: not a regular file (ranged reads need one)");
+  }
+  const std::uint64_t size = std::uint64_t(st.st_size);
+  // The preamble (at most 12 bytes), then the header it announces (at most 4 GiB by the
+  // format; bounded here by the file's size).
+  std::vector<std::byte> head(std::size_t(std::min<std::uint64_t>(size, 12)));
+  auto read_at = [&](std::uint64_t offset, std::size_t n) {
+    std::size_t got = 0;
+    while (got < n) {
+      const ssize_t r = ::pread(fd, head.data() + offset + got, n - got, off_t(offset + got));
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) {
+        const int err = r < 0 ? errno : 0;
+        ::close(fd);
+        fail(name, std::string("cannot read: ") + (err ? std::strerror(err) : "file got shorter while reading"));
+      }
+      got += std::size_t(r);
+    }
+  };
+  read_at(0, head.size());
+  if (head.size() >= 8 && std::memcmp(head.data(), kMagic, kMagicLen) == 0) {
+    const auto* p = reinterpret_cast<const unsigned char*>(head.data());
+    const std::size_t length_bytes = p[6] == 1 ? 2 : p[6] == 2 ? 4 : 0;
+    if (length_bytes && head.size() >= kMagicLen + 2 + length_bytes) {
+      std::uint64_t header_len = 0;
+      for (std::size_t i = 0; i < length_bytes; ++i) header_len |= std::uint64_t(p[kMagicLen + 2 + i]) << (8 * i);
+      const std::uint64_t end = std::min<std::uint64_t>(size, kMagicLen + 2 + length_bytes + header_len);
+      const std::size_t old = head.size();
+      if (end > old) {
+        head.resize(std::size_t(end));
+        read_at(old, std::size_t(end - old));
+      } else {
+        head.resize(std::size_t(end));
+      }
+    }
+  }
+  ::close(fd);
+  return parse_npy_info(head, size, name);
+}
+
+void read_npy_elements(const std::filesystem::path& path, const NpyInfo& info, std::uint64_t first,
+                       std::uint64_t count, float* out) {
+  const std::string name = path.string();
+  if (first > info.count || count > info.count - first)
+    fail(name, "elements " + std::to_string(first) + " to " + std::to_string(first + count) +
+                   " are outside the array of " + std::to_string(info.count) + " elements");
+  if (count == 0) return;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail(name, std::string("cannot open: ") + std::strerror(errno));
+  auto* dst = reinterpret_cast<char*>(out);
+  const std::uint64_t bytes = count * sizeof(float);
+  const std::uint64_t offset = info.data_offset + first * sizeof(float);
+  std::uint64_t got = 0;
+  while (got < bytes) {
+    const ssize_t r = ::pread(fd, dst + got, std::size_t(std::min<std::uint64_t>(bytes - got, std::uint64_t(1) << 30)),
+                              off_t(offset + got));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      const int err = r < 0 ? errno : 0;
+      ::close(fd);
+      fail(name, std::string("cannot read: ") + (err ? std::strerror(err) : "file got shorter while reading"));
+    }
+    got += std::uint64_t(r);
+  }
+  ::close(fd);
+  if constexpr (std::endian::native == std::endian::big) {
+    for (std::uint64_t i = 0; i < count; ++i) {
+      std::uint32_t u;
+      std::memcpy(&u, out + i, 4);
+      u = __builtin_bswap32(u);
+      std::memcpy(out + i, &u, 4);
+    }
+  }
+}
+
+std::string npy_header(std::span<const std::int64_t> shape) {
+  std::string problem;
+  element_count(shape, &problem);
+  if (!problem.empty()) throw Error("cannot write: " + problem);
+  const std::string header = make_header(shape);
+  std::string preamble(kMagic, kMagicLen);
+  preamble += '\x01';
+  preamble += '\x00';
+  preamble += char(header.size() & 0xff);
+  preamble += char(header.size() >> 8);
+  return preamble + header;
 }
 
 NpyArray read_npy(const std::filesystem::path& path) {
