@@ -10,5 +10,6 @@ void add_attend_command(CLI::App& app);  // cmd_attend.cpp
 void add_bench_command(CLI::App& app);   // cmd_bench.cpp
 void add_model_commands(CLI::App& app);  // cmd_model.cpp: tokenize, predict, generate, bench-model
 void add_train_command(CLI::App& app);   // cmd_train.cpp
+void add_explain_command(CLI::App& app); // cmd_explain.cpp
 
 }  // namespace jomoim::cli

@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   jomoim::cli::add_bench_command(app);
   jomoim::cli::add_model_commands(app);
   jomoim::cli::add_train_command(app);
+  jomoim::cli::add_explain_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

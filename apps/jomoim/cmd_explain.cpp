@@ -1,0 +1,444 @@
+// cmd_explain.cpp — `jomoim explain`: the explorer in the terminal.
+//
+// A thin front end over jomoim::explain() (include/jomoim/explain.hpp): --json prints its JSON
+// (schema "jomoim.explain/1", docs/explain.md); otherwise the same JSON is rendered as text, so
+// every number on the screen is a number of that object, i.e. of the model's real pass.
+// Without --layer/--head the view first asks for the summary only (no matrices), then for
+// the matrices of the most focused head.
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.hpp"
+#include "jomoim/explain.hpp"
+#include "jomoim/model.hpp"
+#include "jomoim/tokenizer.hpp"
+#include "model_dir.hpp"
+
+namespace jomoim::cli {
+namespace {
+
+using nlohmann::json;
+
+struct ExplainArgs {
+  std::string model, prompt, notation = "paper", color = "auto";
+  std::optional<std::string> compare;
+  std::optional<int> layer, head;
+  std::vector<int> silence;
+  bool swap_qk = false, json_out = false;
+  int top = 10, threads = 0;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Text helpers
+
+// Code points in a UTF-8 string (the texts from explain() are valid UTF-8).
+std::size_t width(const std::string& s) {
+  std::size_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
+// s cut or padded to exactly w columns (one per code point); "~" marks a cut.
+std::string fit(const std::string& s, std::size_t w, bool left = true) {
+  std::string out;
+  std::size_t n = 0;
+  for (std::size_t i = 0; i < s.size();) {
+    std::size_t len = 1;
+    while (i + len < s.size() && (static_cast<unsigned char>(s[i + len]) & 0xC0) == 0x80) ++len;
+    if (n + 1 > w || (n + 1 == w && i + len < s.size())) {
+      if (w > 0) out += "~", ++n;
+      break;
+    }
+    out.append(s, i, len);
+    ++n;
+    i += len;
+  }
+  const std::string pad(w > n ? w - n : 0, ' ');
+  return left ? out + pad : pad + out;
+}
+
+std::string quoted(const json& t) { return "\"" + t.get<std::string>() + "\""; }
+
+std::string fmt(const char* f, double x) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, x);
+  return buf;
+}
+
+std::string bar(double fraction, int w) {
+  const int n = static_cast<int>(std::lround(std::clamp(fraction, 0.0, 1.0) * w));
+  return std::string(static_cast<std::size_t>(n), '#') + std::string(static_cast<std::size_t>(w - n), ' ');
+}
+
+// Wraps plain words to the terminal width, indented by two spaces.
+void say(const std::string& text, int cols) {
+  const std::size_t w = static_cast<std::size_t>(std::max(40, cols) - 2);
+  std::string line;
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    std::size_t sp = text.find(' ', pos);
+    if (sp == std::string::npos) sp = text.size();
+    const std::string word = text.substr(pos, sp - pos);
+    if (!line.empty() && width(line) + 1 + width(word) > w) {
+      std::printf("  %s\n", line.c_str());
+      line.clear();
+    }
+    line += (line.empty() ? "" : " ") + word;
+    pos = sp + 1;
+  }
+  if (!line.empty()) std::printf("  %s\n", line.c_str());
+}
+
+void section(const std::string& title) { std::printf("\n== %s ==\n", title.c_str()); }
+
+int terminal_columns() {
+  if (const char* c = std::getenv("COLUMNS"); c && std::atoi(c) > 0) return std::atoi(c);
+  winsize ws{};
+  if (isatty(STDOUT_FILENO) && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) return ws.ws_col;
+  return 100;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Heatmaps
+
+struct Style {
+  bool color = false;
+  int cols = 100;
+};
+
+// 16 steps from black through red to pale yellow (xterm 256-colour indices).
+constexpr int kHot[16] = {16, 52, 88, 124, 160, 196, 202, 208, 214, 220, 226, 227, 228, 229, 230, 231};
+// Plain characters, lowest to highest; a masked cell is blank.
+constexpr char kRamp[] = ".:-=+*#%@";
+
+int level(double x, double lo, double hi, int levels) {
+  if (!(hi > lo)) return levels - 1;
+  const int l = static_cast<int>((x - lo) / (hi - lo) * levels);
+  return std::clamp(l, 0, levels - 1);
+}
+
+// One heatmap cell: 2 characters, or 9 with the number in it (numbers_fit).
+std::string cell(const json& v, double lo, double hi, bool numbers, const Style& st) {
+  const double x = v.is_boolean() ? (v.get<bool>() ? 1.0 : 0.0) : v.is_number() ? v.get<double>() : NAN;
+  if (std::isnan(x)) return std::string(numbers ? 9 : 2, ' ');
+  std::string text = "  ";
+  if (numbers) {
+    text = v.is_boolean() ? std::string("   hears") : fmt(std::abs(x) < 1000 ? "%8.3f" : "%8.1e", x);
+    text += ' ';
+  }
+  if (st.color) {
+    const int c = kHot[level(x, lo, hi, 16)];
+    const int fg = c >= 208 || c == 202 ? 16 : 231;  // black text on the light end
+    return "\x1b[48;5;" + std::to_string(c) + "m\x1b[38;5;" + std::to_string(fg) + "m" + text + "\x1b[0m";
+  }
+  const char ch = kRamp[level(x, lo, hi, 9)];
+  if (!numbers) return std::string(2, ch);
+  if (v.is_boolean()) return text;
+  text.back() = ch;
+  return text;
+}
+
+// A T x T matrix (rows and columns both tokens), the last `window` tokens of it.
+// `rows_are` / `cols_are`: "query" / "key" as the notation lays them out.
+// Cells where `mask` (same layout) is false are blank.
+void heatmap(const std::string& title, const json& m, const json& mask, const json& tokens,
+             const std::string& rows_are, const std::string& cols_are, bool unit_range, const Style& st) {
+  const int T = static_cast<int>(m.size());
+  const int label_w = 16;
+  const bool numbers_fit = label_w + 9 * T + 2 <= st.cols;
+  const int cell_w = numbers_fit ? 9 : 2;
+  const int window = std::max(1, std::min(T, (st.cols - label_w - 2) / cell_w));
+  const int first = T - window;
+  double lo = unit_range ? 0.0 : INFINITY, hi = unit_range ? 1.0 : -INFINITY;
+  if (!unit_range) {
+    for (const auto& row : m)
+      for (const auto& v : row)
+        if (v.is_number()) lo = std::min(lo, v.get<double>()), hi = std::max(hi, v.get<double>());
+    if (!std::isfinite(lo)) lo = hi = 0;
+  }
+  std::printf("\n%s  (rows: %s, columns: %s)\n", title.c_str(), rows_are.c_str(), cols_are.c_str());
+  if (first > 0)
+    std::printf("  [showing the last %d of %d tokens (%d..%d): the terminal is %d columns wide; "
+                "--json has every entry]\n", window, T, first, T - 1, st.cols);
+  std::string head(label_w, ' ');
+  for (int c = first; c < T; ++c) {
+    const std::string idx = std::to_string(c);
+    if (cell_w == 9) head += " " + fit(idx + ":" + tokens[c]["text"].get<std::string>(), 8);
+    else head += fit(std::to_string(c % 100), 2, false);
+  }
+  std::printf("%s\n", head.c_str());
+  for (int r = first; r < T; ++r) {
+    std::string line = fit(std::to_string(r), 4, false) + " " + fit(quoted(tokens[r]["text"]), label_w - 6) + " ";
+    for (int c = first; c < T; ++c)
+      line += mask[r][c].get<bool>() ? cell(m[r][c], lo, hi, cell_w == 9, st) : std::string(cell_w, ' ');
+    std::printf("%s\n", line.c_str());
+  }
+  if (!m.empty() && m[0][0].is_boolean())
+    std::printf("  %s = hears, blank = masked\n", st.color ? "coloured" : "filled");
+  else if (st.color)
+    std::printf("  dark = %.3g ... pale yellow = %.3g; blank = masked\n", lo, hi);
+  else
+    std::printf("  '.' = %.3g ... '@' = %.3g; blank = masked\n", lo, hi);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Views
+
+void print_tokens(const json& j, const Style& st) {
+  section("the meeting: " + std::to_string(j["tokens"].size()) + " tokens");
+  say("The tokens hold a meeting to decide the next token. Each one enters as an embedding: its token part "
+      "(what it is) plus its position part (where it sits). Norms of each part:", st.cols);
+  std::printf("%5s  %7s  %-18s %10s %10s %10s\n", "index", "id", "text", "|token|", "|position|", "|sum|");
+  for (const auto& t : j["tokens"]) {
+    std::printf("%5d  %7d  %s %10.3f %10.3f %10.3f%s\n", t["index"].get<int>(), t["id"].get<int>(),
+                fit(quoted(t["text"]), 18).c_str(), t["token_embedding_norm"].get<double>(),
+                t["position_embedding_norm"].get<double>(), t["embedding_norm"].get<double>(),
+                t["silenced"].get<bool>() ? "  (silenced)" : "");
+  }
+}
+
+void print_top(const json& pred, const std::string& title) {
+  std::printf("%s (entropy %.3f nats)\n", title.c_str(), pred["entropy"].get<double>());
+  int r = 0;
+  for (const auto& t : pred["top"]) {
+    const double p = t["probability"].get<double>();
+    std::printf("%4d  %7d  %s %7.4f  %s\n", ++r, t["id"].get<int>(), fit(quoted(t["text"]), 18).c_str(), p,
+                bar(p, 30).c_str());
+  }
+}
+
+void print_shift(const json& shift, const char* a, const char* b, const std::string& la, const std::string& lb) {
+  std::printf("%7s  %-18s %9s %9s %9s\n", "id", "text", la.c_str(), lb.c_str(), "change");
+  for (const auto& s : shift) {
+    const double d = s["delta"].get<double>();
+    const int n = static_cast<int>(std::lround(std::min(1.0, std::abs(d)) * 20));
+    std::printf("%7d  %s %9.4f %9.4f %+9.4f  %s\n", s["id"].get<int>(), fit(quoted(s["text"]), 18).c_str(),
+                s[a].get<double>(), s[b].get<double>(), d, std::string(static_cast<std::size_t>(n), d < 0 ? '-' : '+').c_str());
+  }
+}
+
+void print_prediction(const json& j, const ExplainArgs& a, const Style& st) {
+  section("the decision: next token");
+  say("What the meeting concludes: the probability of each next token after the last one.", st.cols);
+  if (j["baseline"].is_null()) {
+    print_top(j["prediction"], "top " + std::to_string(j["prediction"]["top"].size()));
+    return;
+  }
+  std::string what;
+  if (!a.silence.empty()) {
+    what = "silencing token";
+    for (int s : j["options"]["silence"]) what += " " + std::to_string(s);
+    if (a.swap_qk) what += " and ";
+  }
+  if (a.swap_qk) what += "swapping Q and K (each layer's W_K makes questions, W_Q offered answers)";
+  print_top(j["baseline"], "baseline, the plain pass");
+  std::printf("\n");
+  print_top(j["prediction"], "with " + what);
+  std::printf("\nhow the distribution moved:\n");
+  print_shift(j["baseline"]["shift"], "p_baseline", "p", "baseline", "now");
+  if (!a.silence.empty())
+    say("Silenced tokens keep asking their own questions, but nobody hears their answers: their keys are masked "
+        "in every layer and head, so every weight on them is 0.", st.cols);
+  if (a.swap_qk)
+    say("The seed asks whether Q and K could trade places. Q_i . K_j = K_j . Q_i, but the softmax runs over the "
+        "keys of one question and the values travel with the keys, so swapping the projections changes who "
+        "asks and who answers, and the trained model's prediction with it.", st.cols);
+}
+
+void print_heads(const json& j, const Style& st, std::size_t limit) {
+  const json& heads = j["heads"];
+  section("the heads: " + std::to_string(heads.size()) + " separate meetings, most focused first");
+  say("Every head holds its own meeting with its own questions (W_Q), offered answers (W_K) and actual answers "
+      "(W_V). Focus is the mean over tokens (after the first, which can only hear itself) of the largest weight "
+      "a token gives: 1 means each token listens to exactly one other. Entropy (nats) is the same spread seen "
+      "the other way: 0 is one voice, log(n) is everyone equally.", st.cols);
+  std::printf("%5s %5s %7s %8s   %s\n", "layer", "head", "focus", "entropy", "last token listens most to");
+  const json& tokens = j["tokens"];
+  for (std::size_t i = 0; i < heads.size() && i < limit; ++i) {
+    const json& h = heads[i];
+    std::string to = "nobody (every key silenced)";
+    if (!h["last_token_attends_to"].is_null()) {
+      const int k = h["last_token_attends_to"].get<int>();
+      to = std::to_string(k) + " " + quoted(tokens[k]["text"]) + " (" + fmt("%.3f", h["last_token_weight"].get<double>()) + ")";
+    }
+    std::printf("%5d %5d %7.3f %8.3f   %s\n", h["layer"].get<int>(), h["head"].get<int>(), h["focus"].get<double>(),
+                h["entropy"].get<double>(), to.c_str());
+  }
+  if (heads.size() > limit)
+    std::printf("  ... %zu more heads (--json lists all; --layer/--head show any of them)\n", heads.size() - limit);
+}
+
+void print_last_token(const json& head, const json& tokens, const Style& st) {
+  const json& lt = head["last_token"];
+  const int last = lt["index"].get<int>();
+  std::printf("\nthe last token %d %s: whom it listens to, and how much each answer moves its result\n", last,
+              quoted(tokens[last]["text"]).c_str());
+  say("Its result is sum_j w_j V_j. w_j is how much it listens to token j; |V_j| is how big j's actual answer is; "
+      "|w_j V_j| = w_j |V_j| is how far that answer moves the result. A large weight on a small value says "
+      "little.", st.cols);
+  double wmax = 0, cmax = 0;
+  for (std::size_t k = 0; k < lt["weights"].size(); ++k) {
+    wmax = std::max(wmax, lt["weights"][k].get<double>());
+    cmax = std::max(cmax, lt["contribution_norms"][k].get<double>());
+  }
+  std::printf("%5s  %-16s %8s %-20s %8s %9s %-20s\n", "key", "text", "w_j", "", "|V_j|", "|w_j V_j|", "");
+  const std::size_t T = lt["weights"].size();
+  const std::size_t first = T > 40 ? T - 40 : 0;
+  if (first > 0) std::printf("  [the last 40 of %zu keys; --json has all]\n", T);
+  for (std::size_t k = first; k < T; ++k) {
+    const double w = lt["weights"][k].get<double>(), c = lt["contribution_norms"][k].get<double>();
+    std::printf("%5zu  %s %8.4f %s %8.3f %9.4f %s\n", k, fit(quoted(tokens[k]["text"]), 16).c_str(), w,
+                bar(wmax > 0 ? w / wmax : 0, 20).c_str(), lt["value_norms"][k].get<double>(), c,
+                bar(cmax > 0 ? c / cmax : 0, 20).c_str());
+  }
+}
+
+void print_head(const json& j, int layer, const json& head, const Style& st) {
+  const json& tokens = j["tokens"];
+  const bool col = j["notation"] == "3b1b";
+  const std::string rows = col ? "keys j" : "queries i", cols = col ? "queries i" : "keys j";
+  section("layer " + std::to_string(layer) + ", head " + std::to_string(head["head"].get<int>()) +
+          (col ? " (3Blue1Brown notation, shown instead of the paper's)" : " (the paper's notation)"));
+  if (col)
+    say("3Blue1Brown writes vectors as columns: the same numbers as the paper's, transposed. Columns are the "
+        "tokens asking (queries), rows the tokens answering (keys); softmax runs down each column; the result is "
+        "V softmax(K^T Q / sqrt(d)).", st.cols);
+  else
+    say("The paper writes vectors as rows: rows are the tokens asking (queries), columns the tokens answering "
+        "(keys); softmax runs along each row; the result is softmax(Q K^T / sqrt(d)) V.", st.cols);
+  say("Each token asks a question (its query Q_i = E_i W_Q), offers the kind of answer it can give (its key "
+      "K_j = E_j W_K) and holds an actual answer (its value V_j = E_j W_V).", st.cols);
+  heatmap("raw scores Q_i . K_j", head["scores"], head["mask"], tokens, rows, cols, false, st);
+  say("How well token j's offered answer fits token i's question: a large dot product is a good fit.", st.cols);
+  heatmap("scaled scores Q_i . K_j / sqrt(d)  (x " + fmt("%.4g", head["scale"].get<double>()) + ")",
+          head["scaled"], head["mask"], tokens, rows, cols, false, st);
+  say("Divided by sqrt(d), d = " + std::to_string(j["model"]["head_dim"].get<int>()) +
+      ", so that long vectors do not push the softmax to all-or-nothing.", st.cols);
+  heatmap("causal mask", head["mask"], head["mask"], tokens, rows, cols, true, st);
+  say("A token hears only itself and the tokens before it; a silenced token is heard by nobody.", st.cols);
+  heatmap("softmax weights", head["weights"], head["mask"], tokens, rows, cols, true, st);
+  say(std::string("Softmax turns each question's scores into weights between 0 and 1 that sum to 1 (each ") +
+      (col ? "column" : "row") + "): how much token i listens to token j.", st.cols);
+  print_last_token(head, tokens, st);
+}
+
+void print_compare(const json& j, const Style& st) {
+  const json& c = j["compare"];
+  section("two meetings: \"" + j["prompt"].get<std::string>() + "\" vs \"" + c["prompt"].get<std::string>() + "\"");
+  say("The same last tokens, with different company. In the seed's example, \"I have a lot\" alone may end "
+      "with a full stop; after \"Cash or credit card?\" the earlier tokens have something to say, and \"of\" "
+      "becomes likelier.", st.cols);
+  print_top(j["prediction"], "first prompt, top " + std::to_string(j["prediction"]["top"].size()));
+  std::printf("\n");
+  print_top(c["prediction"], "second prompt, top " + std::to_string(c["prediction"]["top"].size()));
+  std::printf("\nhow the next-token distribution shifts (first -> second):\n");
+  print_shift(c["shift"], "p", "p_compare", "first", "second");
+
+  auto where = [&](const json& p, const std::string& title) {
+    const json& m = p["last_token_attention"]["mean_over_heads"];
+    const json& last = m[m.size() - 1];
+    const json& tokens = p["tokens"];
+    const int li = p["last_token_attention"]["index"].get<int>();
+    std::printf("\n%s: where the last token %s listens in the last layer (mean over heads)\n", title.c_str(),
+                quoted(tokens[li]["text"]).c_str());
+    const std::size_t T = last.size(), first = T > 40 ? T - 40 : 0;
+    if (first > 0) std::printf("  [the last 40 of %zu tokens]\n", T);
+    for (std::size_t k = first; k < T; ++k)
+      std::printf("%5zu  %s %7.4f %s\n", k, fit(quoted(tokens[k]["text"]), 16).c_str(), last[k].get<double>(),
+                  bar(last[k].get<double>(), 30).c_str());
+  };
+  where(j, "first prompt");
+  where(c, "second prompt");
+  say("Attention is shared: softmax makes the weights sum to 1, so when more tokens have something to say, "
+      "each one's voice (including the last token's own) gets relatively weaker.", st.cols);
+}
+
+void run_explain(const ExplainArgs& a) {
+  if (a.top < 1) throw Error("--top must be at least 1, got " + std::to_string(a.top));
+  const ModelDir dir = resolve_model_dir(a.model);
+  const Tokenizer tok = Tokenizer::load_dir(dir.path);
+  GptModel model = GptModel::load(dir.path);
+  model.set_threads(a.threads);
+
+  ExplainOptions o;
+  o.notation = a.notation == "3b1b" ? ExplainNotation::col3b1b : ExplainNotation::paper;
+  o.layer = a.layer;
+  o.head = a.head;
+  o.silence = a.silence;
+  o.swap_qk = a.swap_qk;
+  o.top = a.top;
+  o.compare = a.compare;
+  o.model_name = dir.path.string();
+  if (a.json_out) {
+    std::printf("%s\n", explain(model, tok, a.prompt, o).dump().c_str());
+    return;
+  }
+  Style st;
+  st.cols = terminal_columns();
+  st.color = a.color == "always" || (a.color == "auto" && isatty(STDOUT_FILENO) && !std::getenv("NO_COLOR"));
+  const bool chosen = a.layer || a.head;
+  if (!chosen) {
+    // The summary first (no matrices), then the matrices of the most focused head.
+    ExplainOptions s = o;
+    s.matrices = false;
+    s.compare.reset();
+    const json summary = explain(model, tok, a.prompt, s);
+    o.layer = summary["heads"][0]["layer"].get<int>();
+    o.head = summary["heads"][0]["head"].get<int>();
+  }
+  const json j = explain(model, tok, a.prompt, o);
+
+  std::printf("jomoim explain: \"%s\" with %s (%d layers x %d heads, head_dim %d)\n", j["prompt"].get<std::string>().c_str(),
+              j["model"]["name"].get<std::string>().c_str(), j["model"]["n_layer"].get<int>(),
+              j["model"]["n_head"].get<int>(), j["model"]["head_dim"].get<int>());
+  print_tokens(j, st);
+  print_prediction(j, a, st);
+  print_heads(j, st, chosen ? 8 : 12);
+  if (!chosen)
+    std::printf("\nthe most focused head is layer %d, head %d; --layer L --head H shows any other.\n", *o.layer, *o.head);
+  for (const auto& L : j["layers"])
+    for (const auto& h : L["heads"]) print_head(j, L["layer"].get<int>(), h, st);
+  if (!j["compare"].is_null()) print_compare(j, st);
+}
+
+}  // namespace
+
+void add_explain_command(CLI::App& app) {
+  auto a = std::make_shared<ExplainArgs>();
+  CLI::App* sub = app.add_subcommand(
+      "explain", "Show the attention \"meeting\" of a prompt: tokens, Q.K scores, weights, the next token");
+  sub->add_option("prompt", a->prompt, "prompt")->required();
+  sub->add_option("--model", a->model,
+                  "model directory (config.json, model.safetensors, vocab.json, merges.txt); default: " +
+                      default_model_help());
+  sub->add_option("--compare", a->compare, "a second prompt: how the prediction and the last token's attention shift");
+  sub->add_option("--layer", a->layer, "show this layer's heads (all heads, or --head's)");
+  sub->add_option("--head", a->head, "show this head (in --layer, or in every layer)");
+  sub->add_option("--notation", a->notation,
+                  "paper: rows are tokens, softmax(QK^T/sqrt(d))V; 3b1b: the same numbers transposed, "
+                  "V softmax(K^T Q/sqrt(d))")
+      ->check(CLI::IsMember({"paper", "3b1b"}))
+      ->capture_default_str();
+  sub->add_option("--silence", a->silence, "token indices whose keys nobody hears (every layer and head)");
+  sub->add_flag("--swap-qk", a->swap_qk, "make queries with W_K and keys with W_Q, and show what changes");
+  sub->add_flag("--json", a->json_out, "print every number as JSON (schema jomoim.explain/1, docs/explain.md)");
+  sub->add_option("--top", a->top, "next-token candidates to list")->capture_default_str();
+  sub->add_option("--color", a->color, "colour heatmaps: auto (when stdout is a terminal), always, never")
+      ->check(CLI::IsMember({"auto", "always", "never"}))
+      ->capture_default_str();
+  sub->add_option("--threads", a->threads, "threads (0: all cores)")->capture_default_str();
+  sub->callback([a] { run_explain(*a); });
+}
+
+}  // namespace jomoim::cli

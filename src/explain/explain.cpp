@@ -1,0 +1,427 @@
+// The explorer's computation: one traced forward pass turned into the JSON of docs/explain.md.
+//
+// Everything in the output is read from the ForwardTrace of the real pass (Q, K, V, raw
+// scores, softmax weights, per-head outputs, embeddings) or from its logits; the only
+// arithmetic done here is presentation: norms, entropies, means, the scaled score
+// (raw score * scale, the product the engine forms before its softmax), and transposes for the
+// 3Blue1Brown notation. It is not a second implementation of attention (tests compare it with
+// the engine's float64 reference instead).
+#include "jomoim/explain.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <set>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "jomoim/sampling.hpp"
+#include "jomoim/tensor.hpp"
+
+namespace jomoim {
+namespace {
+
+using nlohmann::json;
+
+// A float32 as the JSON number with the fewest digits that reads back as the same float
+// (0.1f prints as 0.1, not 0.10000000149011612). Non-finite values become null.
+json f32(float x) {
+  if (!std::isfinite(x)) return nullptr;
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof buf, x);
+  *r.ptr = '\0';
+  return std::strtod(buf, nullptr);
+}
+
+json f64(double x) { return std::isfinite(x) ? json(x) : json(nullptr); }
+
+// Bytes as valid UTF-8 for a display string: valid sequences pass, control characters and
+// backslashes are escaped (\n, \t, \x01, \\), invalid bytes become \xNN.
+std::string printable(const std::string& bytes) {
+  std::string out;
+  char buf[8];
+  for (std::size_t i = 0; i < bytes.size();) {
+    const unsigned char c = static_cast<unsigned char>(bytes[i]);
+    std::size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    bool ok = len > 0 && i + len <= bytes.size();
+    for (std::size_t j = 1; ok && j < len; ++j) ok = (static_cast<unsigned char>(bytes[i + j]) >> 6) == 2;
+    if (ok && len > 1) {
+      // Reject overlong forms, surrogates and code points above U+10FFFF (not valid UTF-8).
+      unsigned cp = c & (0x7f >> len);
+      for (std::size_t j = 1; j < len; ++j) cp = (cp << 6) | (static_cast<unsigned char>(bytes[i + j]) & 0x3f);
+      const unsigned min[5] = {0, 0, 0x80, 0x800, 0x10000};
+      ok = cp >= min[len] && cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0xDFFF);
+    }
+    if (!ok) {
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+      ++i;
+      continue;
+    }
+    if (len == 1 && (c < 0x20 || c == 0x7f || c == '\\')) {
+      if (c == '\n') out += "\\n";
+      else if (c == '\t') out += "\\t";
+      else if (c == '\r') out += "\\r";
+      else if (c == '\\') out += "\\\\";
+      else {
+        std::snprintf(buf, sizeof buf, "\\x%02x", c);
+        out += buf;
+      }
+    } else {
+      out.append(bytes, i, len);
+    }
+    i += len;
+  }
+  return out;
+}
+
+// The prompt itself, made valid UTF-8 for JSON: invalid bytes become U+FFFD, the rest is kept.
+std::string valid_utf8(const std::string& s) {
+  std::string out;
+  for (std::size_t i = 0; i < s.size();) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    std::size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    bool ok = len > 0 && i + len <= s.size();
+    for (std::size_t j = 1; ok && j < len; ++j) ok = (static_cast<unsigned char>(s[i + j]) >> 6) == 2;
+    if (ok && len > 1) {
+      unsigned cp = c & (0x7f >> len);
+      for (std::size_t j = 1; j < len; ++j) cp = (cp << 6) | (static_cast<unsigned char>(s[i + j]) & 0x3f);
+      const unsigned min[5] = {0, 0, 0x80, 0x800, 0x10000};
+      ok = cp >= min[len] && cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0xDFFF);
+    }
+    if (ok) {
+      out.append(s, i, len);
+      i += len;
+    } else {
+      out += "\xEF\xBF\xBD";
+      ++i;
+    }
+  }
+  return out;
+}
+
+double norm(const float* x, int n) {
+  double s = 0;
+  for (int i = 0; i < n; ++i) s += static_cast<double>(x[i]) * x[i];
+  return std::sqrt(s);
+}
+
+// One forward pass over the whole prompt, traced.
+struct Pass {
+  std::vector<std::int32_t> ids;
+  std::vector<int> silenced;  // sorted, unique token indices
+  bool swap_qk = false;
+  ForwardTrace trace;
+  std::vector<float> logits;  // [vocab] after the last token
+  std::vector<double> probs;  // softmax(logits) in float64
+};
+
+Pass run_pass(const GptModel& model, const std::vector<std::int32_t>& ids, const std::vector<int>& silenced,
+              bool swap_qk) {
+  Pass p;
+  p.ids = ids;
+  p.silenced = silenced;
+  p.swap_qk = swap_qk;
+  KvCache cache(model.config(), static_cast<int>(ids.size()));
+  ForwardOptions fo;
+  fo.silenced = p.silenced;
+  fo.swap_qk = swap_qk;
+  fo.trace = &p.trace;
+  p.logits = model.forward(ids, cache, fo);
+  p.probs = softmax(p.logits);
+  return p;
+}
+
+std::vector<std::int32_t> encode_prompt(const Tokenizer& tok, const std::string& prompt, const GptConfig& c,
+                                        const char* what) {
+  std::vector<std::int32_t> ids = tok.encode(prompt);
+  if (ids.empty()) {
+    if (auto eos = tok.eos_id()) ids.push_back(*eos);
+    else
+      throw Error(std::string(what) + " is empty and the vocabulary has no <|endoftext|> token to start from");
+  }
+  if (static_cast<int>(ids.size()) > c.n_positions)
+    throw Error(std::string(what) + " has " + std::to_string(ids.size()) +
+                " tokens, more than the model's context of " + std::to_string(c.n_positions));
+  for (auto id : ids)
+    if (id < 0 || id >= c.vocab_size)
+      throw Error("the tokenizer produced id " + std::to_string(id) + " but the model's vocabulary has " +
+                  std::to_string(c.vocab_size) + " entries (vocab.json does not match config.json)");
+  return ids;
+}
+
+json token_text(const Tokenizer& tok, std::int32_t id) {
+  // Models may have more ids than the tokenizer (padded vocabularies): name those by number.
+  if (id >= 0 && static_cast<std::size_t>(id) < tok.vocab_size()) return printable(tok.token_bytes(id));
+  return "<" + std::to_string(id) + ">";
+}
+
+json prediction_json(const Pass& p, const Tokenizer& tok, int top) {
+  json j = {{"top", json::array()}};
+  const int n = std::min<int>(top, static_cast<int>(p.logits.size()));
+  for (auto id : top_ids(p.logits, n))
+    j["top"].push_back({{"id", id}, {"text", token_text(tok, id)}, {"probability", f64(p.probs[id])},
+                        {"logit", f32(p.logits[id])}});
+  double h = 0;
+  for (double q : p.probs)
+    if (q > 0) h -= q * std::log(q);
+  j["entropy"] = f64(h);
+  return j;
+}
+
+// The ids in either top list, with their probabilities in both passes, largest |delta| first.
+json shift_json(const Pass& a, const Pass& b, const Tokenizer& tok, int top, const char* pa, const char* pb) {
+  const int n = std::min<int>(top, static_cast<int>(a.logits.size()));
+  std::set<std::int32_t> ids;
+  for (auto id : top_ids(a.logits, n)) ids.insert(id);
+  for (auto id : top_ids(b.logits, n)) ids.insert(id);
+  std::vector<std::int32_t> order(ids.begin(), ids.end());
+  std::stable_sort(order.begin(), order.end(), [&](std::int32_t x, std::int32_t y) {
+    return std::abs(b.probs[x] - a.probs[x]) > std::abs(b.probs[y] - a.probs[y]);
+  });
+  json s = json::array();
+  for (auto id : order)
+    s.push_back({{"id", id}, {"text", token_text(tok, id)}, {pa, f64(a.probs[id])}, {pb, f64(b.probs[id])},
+                 {"delta", f64(b.probs[id] - a.probs[id])}});
+  return s;
+}
+
+json tokens_json(const Pass& p, const Tokenizer& tok, int C) {
+  json t = json::array();
+  const ForwardTrace& tr = p.trace;
+  std::vector<float> e(C);
+  for (int i = 0; i < tr.T; ++i) {
+    const float* te = tr.token_embedding.data() + static_cast<std::size_t>(i) * C;
+    const float* pe = tr.position_embedding.data() + static_cast<std::size_t>(i) * C;
+    for (int c = 0; c < C; ++c) e[c] = te[c] + pe[c];  // the sum the model feeds its first layer
+    const std::int32_t id = p.ids[i];
+    const bool known = static_cast<std::size_t>(id) < tok.vocab_size();
+    t.push_back({{"index", i}, {"id", id}, {"text", token_text(tok, id)},
+                 {"token", known ? json(tok.token_string(id)) : json(nullptr)},
+                 {"silenced", std::binary_search(p.silenced.begin(), p.silenced.end(), i)},
+                 {"token_embedding_norm", f64(norm(te, C))}, {"position_embedding_norm", f64(norm(pe, C))},
+                 {"embedding_norm", f64(norm(e.data(), C))}});
+  }
+  return t;
+}
+
+// Views into the trace of one head: weights(i, j) etc. for query i, key j (T == Tk: no cache).
+struct HeadView {
+  const AttentionTrace& at;
+  int h, T, D;
+  float w(int i, int j) const { return at.weights[(static_cast<std::size_t>(h) * T + i) * T + j]; }
+  float s(int i, int j) const { return at.scores[(static_cast<std::size_t>(h) * T + i) * T + j]; }
+  const float* q(int i) const { return at.q.data() + (static_cast<std::size_t>(h) * T + i) * D; }
+  const float* k(int j) const { return at.k.data() + (static_cast<std::size_t>(h) * T + j) * D; }
+  const float* v(int j) const { return at.v.data() + (static_cast<std::size_t>(h) * T + j) * D; }
+  const float* o(int i) const { return at.out.data() + (static_cast<std::size_t>(h) * T + i) * D; }
+};
+
+// The heads summary: focus = mean over queries of the largest weight, entropy = mean over the
+// same queries of the weights' entropy (nats). Query 0 is left out when there are others: it
+// can hear only itself, so it would add 1 to every head's focus.
+json heads_json(const Pass& p, int H) {
+  const int T = p.trace.T;
+  struct Row {
+    int layer, head;
+    double focus, entropy;
+    int attends;
+    double weight;
+  };
+  std::vector<Row> rows;
+  const int first = T > 1 ? 1 : 0;
+  for (int l = 0; l < static_cast<int>(p.trace.layers.size()); ++l)
+    for (int h = 0; h < H; ++h) {
+      HeadView hv{p.trace.layers[l], h, T, 0};
+      double focus = 0, ent = 0;
+      for (int i = first; i < T; ++i) {
+        double mx = 0, e = 0;
+        for (int j = 0; j <= i; ++j) {
+          const double w = hv.w(i, j);
+          mx = std::max(mx, w);
+          if (w > 0) e -= w * std::log(w);
+        }
+        focus += mx;
+        ent += e;
+      }
+      int best = -1;
+      double bw = 0;
+      for (int j = 0; j < T; ++j)
+        if (hv.w(T - 1, j) > bw) {
+          bw = hv.w(T - 1, j);
+          best = j;
+        }
+      rows.push_back({l, h, focus / (T - first), ent / (T - first), best, bw});
+    }
+  std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.focus > b.focus; });
+  json j = json::array();
+  for (const Row& r : rows)
+    j.push_back({{"layer", r.layer}, {"head", r.head}, {"focus", f64(r.focus)}, {"entropy", f64(r.entropy)},
+                 {"last_token_attends_to", r.attends >= 0 ? json(r.attends) : json(nullptr)},
+                 {"last_token_weight", f64(r.weight)}});
+  return j;
+}
+
+// Whether query i hears key j: causal (j <= i) and j not silenced.
+bool audible(const Pass& p, int i, int j) {
+  return j <= i && !std::binary_search(p.silenced.begin(), p.silenced.end(), j);
+}
+
+// rows x cols matrix from f(r, c); in 3b1b the element at [r][c] is f(c, r) (transposed).
+template <class F>
+json matrix(int rows, int cols, bool transpose, F f) {
+  json m = json::array();
+  const int R = transpose ? cols : rows, Cn = transpose ? rows : cols;
+  for (int r = 0; r < R; ++r) {
+    json row = json::array();
+    for (int c = 0; c < Cn; ++c) row.push_back(transpose ? f(c, r) : f(r, c));
+    m.push_back(std::move(row));
+  }
+  return m;
+}
+
+json head_json(const Pass& p, int layer, int h, int D, bool col) {
+  const AttentionTrace& at = p.trace.layers[layer];
+  const int T = p.trace.T;
+  HeadView hv{at, h, T, D};
+  json j;
+  j["head"] = h;
+  j["scale"] = f32(at.scale);
+  j["layout"] = col ? json{{"q", "[dim, token]"}, {"k", "[dim, token]"}, {"v", "[dim, token]"},
+                           {"scores", "[key, query]"}, {"scaled", "[key, query]"}, {"mask", "[key, query]"},
+                           {"weights", "[key, query]"}, {"out", "[dim, token]"}}
+                    : json{{"q", "[token, dim]"}, {"k", "[token, dim]"}, {"v", "[token, dim]"},
+                           {"scores", "[query, key]"}, {"scaled", "[query, key]"}, {"mask", "[query, key]"},
+                           {"weights", "[query, key]"}, {"out", "[token, dim]"}};
+  j["q"] = matrix(T, D, col, [&](int t, int d) { return f32(hv.q(t)[d]); });
+  j["k"] = matrix(T, D, col, [&](int t, int d) { return f32(hv.k(t)[d]); });
+  j["v"] = matrix(T, D, col, [&](int t, int d) { return f32(hv.v(t)[d]); });
+  j["scores"] = matrix(T, T, col, [&](int i, int k) { return audible(p, i, k) ? f32(hv.s(i, k)) : json(nullptr); });
+  j["scaled"] = matrix(T, T, col, [&](int i, int k) {
+    return audible(p, i, k) ? f32(hv.s(i, k) * at.scale) : json(nullptr);
+  });
+  j["mask"] = matrix(T, T, col, [&](int i, int k) { return json(audible(p, i, k)); });
+  j["weights"] = matrix(T, T, col, [&](int i, int k) { return f32(hv.w(i, k)); });
+  j["out"] = matrix(T, D, col, [&](int t, int d) { return f32(hv.o(t)[d]); });
+  json lw = json::array(), vn = json::array(), cn = json::array();
+  for (int k = 0; k < T; ++k) {
+    const double w = hv.w(T - 1, k), n = norm(hv.v(k), D);
+    lw.push_back(f32(hv.w(T - 1, k)));
+    vn.push_back(f64(n));
+    cn.push_back(f64(std::abs(w) * n));  // ||w V|| = |w| ||V||
+  }
+  j["last_token"] = {{"index", T - 1}, {"weights", lw}, {"value_norms", vn}, {"contribution_norms", cn}};
+  return j;
+}
+
+// Mean over heads of the last token's weights, per layer: [n_layer][T].
+json last_token_attention_json(const Pass& p, int H) {
+  const int T = p.trace.T;
+  json m = json::array();
+  for (const AttentionTrace& at : p.trace.layers) {
+    json row = json::array();
+    for (int k = 0; k < T; ++k) {
+      double s = 0;
+      for (int h = 0; h < H; ++h) s += HeadView{at, h, T, 0}.w(T - 1, k);
+      row.push_back(f64(s / H));
+    }
+    m.push_back(std::move(row));
+  }
+  return {{"index", T - 1}, {"mean_over_heads", m}};
+}
+
+void check_silence(const std::vector<int>& silenced, int T, const char* what) {
+  for (int s : silenced)
+    if (s < 0 || s >= T)
+      throw Error("silence index " + std::to_string(s) + " is out of range: " + what + " has " +
+                  std::to_string(T) + (T == 1 ? " token" : " tokens") + " (0.." + std::to_string(T - 1) + ")");
+}
+
+// Everything about one prompt (no "schema", "model", "options", "compare").
+json explain_prompt(const GptModel& model, const Tokenizer& tok, const std::string& prompt,
+                    const ExplainOptions& o, const std::vector<int>& silenced, const char* what, Pass* out_pass) {
+  const GptConfig& c = model.config();
+  const std::vector<std::int32_t> ids = encode_prompt(tok, prompt, c, what);
+  const int T = static_cast<int>(ids.size());
+  check_silence(silenced, T, what);
+  const bool intervened = !silenced.empty() || o.swap_qk;
+  Pass p = run_pass(model, ids, silenced, o.swap_qk);
+  json j;
+  j["prompt"] = valid_utf8(prompt);
+  j["tokens"] = tokens_json(p, tok, c.n_embd);
+  j["prediction"] = prediction_json(p, tok, o.top);
+  if (intervened) {
+    const Pass base = run_pass(model, ids, {}, false);
+    j["baseline"] = prediction_json(base, tok, o.top);
+    j["baseline"]["shift"] = shift_json(base, p, tok, o.top, "p_baseline", "p");
+  } else {
+    j["baseline"] = nullptr;
+  }
+  j["heads"] = heads_json(p, c.n_head);
+  j["last_token_attention"] = last_token_attention_json(p, c.n_head);
+  json layers = json::array();
+  if (o.matrices) {
+    const bool col = o.notation == ExplainNotation::col3b1b;
+    for (int l = 0; l < c.n_layer; ++l) {
+      if (o.layer && *o.layer != l) continue;
+      json heads = json::array();
+      for (int h = 0; h < c.n_head; ++h) {
+        if (o.head && *o.head != h) continue;
+        heads.push_back(head_json(p, l, h, c.head_dim(), col));
+      }
+      layers.push_back({{"layer", l}, {"heads", std::move(heads)}});
+    }
+  }
+  j["layers"] = std::move(layers);
+  if (out_pass) *out_pass = std::move(p);
+  return j;
+}
+
+}  // namespace
+
+nlohmann::json explain(const GptModel& model, const Tokenizer& tokenizer, const std::string& prompt,
+                       const ExplainOptions& options) {
+  const GptConfig& c = model.config();
+  if (options.layer && (*options.layer < 0 || *options.layer >= c.n_layer))
+    throw Error("layer " + std::to_string(*options.layer) + " is out of range: the model has " +
+                std::to_string(c.n_layer) + (c.n_layer == 1 ? " layer" : " layers") + " (0.." +
+                std::to_string(c.n_layer - 1) + ")");
+  if (options.head && (*options.head < 0 || *options.head >= c.n_head))
+    throw Error("head " + std::to_string(*options.head) + " is out of range: the model has " +
+                std::to_string(c.n_head) + (c.n_head == 1 ? " head" : " heads") + " per layer (0.." +
+                std::to_string(c.n_head - 1) + ")");
+  if (options.top < 1) throw Error("top must be at least 1, got " + std::to_string(options.top));
+  std::vector<int> silenced = options.silence;
+  std::sort(silenced.begin(), silenced.end());
+  silenced.erase(std::unique(silenced.begin(), silenced.end()), silenced.end());
+
+  const bool col = options.notation == ExplainNotation::col3b1b;
+  json j;
+  j["schema"] = "jomoim.explain/1";
+  j["model"] = {{"name", valid_utf8(options.model_name)}, {"n_layer", c.n_layer}, {"n_head", c.n_head},
+                {"n_embd", c.n_embd}, {"head_dim", c.head_dim()}, {"n_positions", c.n_positions},
+                {"vocab_size", c.vocab_size}};
+  j["notation"] = col ? "3b1b" : "paper";
+  j["formula"] = col ? "V softmax(K^T Q / sqrt(d))" : "softmax(Q K^T / sqrt(d)) V";
+  j["softmax_over"] = col ? "columns" : "rows";
+  j["options"] = {{"layer", options.layer ? json(*options.layer) : json(nullptr)},
+                  {"head", options.head ? json(*options.head) : json(nullptr)},
+                  {"silence", silenced}, {"swap_qk", options.swap_qk}, {"top", options.top},
+                  {"matrices", options.matrices}};
+  Pass main_pass;
+  json body = explain_prompt(model, tokenizer, prompt, options, silenced, "the prompt", &main_pass);
+  for (auto& [k, v] : body.items()) j[k] = std::move(v);
+  if (options.compare) {
+    Pass other;
+    json cj = explain_prompt(model, tokenizer, *options.compare, options, silenced, "the compare prompt", &other);
+    cj["shift"] = shift_json(main_pass, other, tokenizer, options.top, "p", "p_compare");
+    j["compare"] = std::move(cj);
+  } else {
+    j["compare"] = nullptr;
+  }
+  return j;
+}
+
+}  // namespace jomoim
