@@ -1,0 +1,305 @@
+#!/usr/bin/env python3
+"""End to end: `jomoim explain` on the tiny checkpoints of tiny_gpt2.py.
+
+The --json numbers are checked against an independent float64 implementation of GPT-2's
+attention written here on top of tiny_gpt2.py's weights (Q, K, V, scores, weights, per-head
+outputs, next-token probabilities); every option and every refusal of the command is run; the
+terminal view is checked for its sections, its numbers (equal to --json's), colour and
+truncation.
+
+    test_explain_cli.py JOMOIM_EXE TINY_GPT2_DIR
+"""
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import unittest
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tiny_gpt2  # noqa: E402
+
+EXE = None
+ROOT = None
+SEED = "I have a lot"
+SEED2 = "Cash or credit card? I have a lot"
+
+
+def run(*args, ok=True, env=None):
+    e = dict(os.environ)
+    e.pop("JOMOIM_MODEL", None)
+    e.pop("NO_COLOR", None)
+    e["COLUMNS"] = "100"
+    if env:
+        e.update(env)
+    p = subprocess.run([EXE, "explain", *args], capture_output=True, timeout=120, env=e)
+    if ok and p.returncode != 0:
+        raise AssertionError(f"jomoim explain {' '.join(args)} failed: {p.stderr.decode(errors='replace')}")
+    return p
+
+
+def explain_json(*args):
+    return json.loads(run(*args, "--json").stdout)
+
+
+def load_variant(name):
+    d = os.path.join(ROOT, name)
+    with open(os.path.join(d, "config.json")) as f:
+        cfg = json.load(f)
+    var = next(v for v in tiny_gpt2.VARIANTS if v["name"] == name)
+    i = tiny_gpt2.VARIANTS.index(var)
+    w = tiny_gpt2.random_weights(cfg, seed=1234 + i)
+    stored = {k: tiny_gpt2.stored_values(v, var["dtype"]) for k, v in w.items()}
+    return d, cfg, stored
+
+
+def layer_norm(x, g, b, eps):
+    mu = x.mean(-1, keepdims=True)
+    var = ((x - mu) ** 2).mean(-1, keepdims=True)
+    return (x - mu) / np.sqrt(var + eps) * g + b
+
+
+def gelu(x, exact):
+    if exact:
+        return 0.5 * x * (1 + np.vectorize(math.erf)(x / math.sqrt(2)))
+    return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+def reference(cfg, w, ids, silence=(), swap=False):
+    """GPT-2 in float64 NumPy, recording per layer q, k, v [H, T, D], scores, weights [H, T, T],
+    out [H, T, D]; returns (layers, probabilities of the next token)."""
+    C, H = cfg["n_embd"], cfg["n_head"]
+    D, T, eps = C // H, len(ids), cfg["layer_norm_epsilon"]
+    x = w["wte.weight"][ids] + w["wpe.weight"][:T]
+    heard = np.tril(np.ones((T, T), bool))
+    heard[:, list(silence)] = False
+    layers = []
+    for l in range(cfg["n_layer"]):
+        p = f"h.{l}."
+        a = layer_norm(x, w[p + "ln_1.weight"], w[p + "ln_1.bias"], eps)
+        qkv = a @ w[p + "attn.c_attn.weight"] + w[p + "attn.c_attn.bias"]
+        q, k, v = qkv[:, :C], qkv[:, C:2 * C], qkv[:, 2 * C:]
+        if swap:
+            q, k = k, q
+        q, k, v = (m.reshape(T, H, D).transpose(1, 0, 2) for m in (q, k, v))
+        s = q @ k.transpose(0, 2, 1)
+        z = np.where(heard, s / math.sqrt(D), -np.inf)
+        m = z.max(-1, keepdims=True)
+        m = np.where(np.isfinite(m), m, 0)
+        e = np.where(heard, np.exp(z - m), 0)
+        tot = e.sum(-1, keepdims=True)
+        wts = np.divide(e, tot, out=np.zeros_like(e), where=tot > 0)
+        o = wts @ v
+        layers.append(dict(q=q, k=k, v=v, scores=s, weights=wts, out=o, heard=heard))
+        x = x + o.transpose(1, 0, 2).reshape(T, C) @ w[p + "attn.c_proj.weight"] + w[p + "attn.c_proj.bias"]
+        a = layer_norm(x, w[p + "ln_2.weight"], w[p + "ln_2.bias"], eps)
+        f = gelu(a @ w[p + "mlp.c_fc.weight"] + w[p + "mlp.c_fc.bias"], cfg.get("activation_function") == "gelu")
+        x = x + f @ w[p + "mlp.c_proj.weight"] + w[p + "mlp.c_proj.bias"]
+    x = layer_norm(x, w["ln_f.weight"], w["ln_f.bias"], eps)
+    logits = x[-1] @ w["wte.weight"].T
+    pr = np.exp(logits - logits.max())
+    return layers, pr / pr.sum()
+
+
+def arr(m):
+    return np.array([[np.nan if v is None else v for v in row] for row in m], dtype=np.float64)
+
+
+def close(a, b, rel):
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return np.max(np.abs(a - b)) <= rel * max(1.0, np.max(np.abs(b)))
+
+
+class ExplainJson(unittest.TestCase):
+    def check_against_reference(self, name, prompt, silence=(), swap=False, notation="paper"):
+        d, cfg, w = load_variant(name)
+        args = ["--model", d, prompt, "--notation", notation, "--top", str(cfg["vocab_size"])]
+        if silence:
+            args += ["--silence", *map(str, silence)]
+        if swap:
+            args.append("--swap-qk")
+        j = explain_json(*args)
+        ids = [t["id"] for t in j["tokens"]]
+        layers, probs = reference(cfg, w, ids, silence, swap)
+        # float32 model vs float64 NumPy: the error of a few float32 layers, far below the signal.
+        tol = 2e-4 if name == "f32" else 1e-3
+        for l, L in enumerate(j["layers"]):
+            ref = layers[l]
+            for h, hj in enumerate(L["heads"]):
+                tr = (lambda m: m.T) if notation == "3b1b" else (lambda m: m)
+                for key in ("q", "k", "v", "out", "weights"):
+                    self.assertTrue(close(tr(arr(hj[key])), ref[key][h], tol), (name, key, l, h))
+                s = tr(arr(hj["scores"]))
+                self.assertTrue(np.array_equal(np.isnan(s), ~ref["heard"]), "scores are null exactly where masked")
+                self.assertEqual(tr(np.array(hj["mask"], bool)).tolist(), ref["heard"].tolist())
+                self.assertTrue(close(np.nan_to_num(s), np.where(ref["heard"], ref["scores"][h], 0), tol))
+                self.assertTrue(close(np.nan_to_num(tr(arr(hj["scaled"]))),
+                                      np.where(ref["heard"], ref["scores"][h] / math.sqrt(cfg["n_embd"] // cfg["n_head"]), 0), tol))
+        got = np.zeros(cfg["vocab_size"])
+        for t in j["prediction"]["top"]:
+            got[t["id"]] = t["probability"]
+        self.assertLess(np.max(np.abs(got - probs)), 1e-4, name)
+        return j
+
+    def test_numbers_match_an_independent_float64_gpt2(self):
+        for name in ["f32", "f16_prefixed", "bf16_gelu_erf"]:
+            for prompt in [SEED, SEED2, "a"]:
+                self.check_against_reference(name, prompt)
+
+    def test_notation_silence_and_swap_against_the_reference(self):
+        self.check_against_reference("f32", SEED2, notation="3b1b")
+        j = self.check_against_reference("f32", SEED2, silence=(0, 5))
+        self.assertEqual(j["options"]["silence"], [0, 5])
+        self.assertIsNotNone(j["baseline"])
+        j = self.check_against_reference("f32", SEED, swap=True)
+        self.assertTrue(j["options"]["swap_qk"])
+        self.check_against_reference("f16_prefixed", SEED, silence=(1,), swap=True, notation="3b1b")
+
+    def test_compare_layer_head_top(self):
+        d, cfg, w = load_variant("f32")
+        j = explain_json("--model", d, SEED, "--compare", SEED2, "--layer", "1", "--head", "3", "--top", "3")
+        self.assertEqual(j["schema"], "jomoim.explain/1")
+        self.assertEqual(len(j["prediction"]["top"]), 3)
+        self.assertEqual([L["layer"] for L in j["layers"]], [1])
+        self.assertEqual([h["head"] for h in j["layers"][0]["heads"]], [3])
+        c = j["compare"]
+        self.assertEqual(c["prompt"], SEED2)
+        self.assertEqual([L["layer"] for L in c["layers"]], [1])
+        _, pa = reference(cfg, w, [t["id"] for t in j["tokens"]])
+        _, pb = reference(cfg, w, [t["id"] for t in c["tokens"]])
+        ids = set(np.argsort(-pa)[:3]) | set(np.argsort(-pb)[:3])
+        self.assertEqual({s["id"] for s in c["shift"]}, {int(i) for i in ids})
+        for s in c["shift"]:
+            self.assertAlmostEqual(s["delta"], pb[s["id"]] - pa[s["id"]], delta=1e-5)
+        # --head alone: that head in every layer.
+        j = explain_json("--model", d, SEED, "--head", "0")
+        self.assertEqual([[h["head"] for h in L["heads"]] for L in j["layers"]], [[0], [0]])
+
+    def test_refusals_are_one_line(self):
+        d, cfg, _ = load_variant("f32")
+        cases = [
+            (["--model", d, SEED, "--layer", "2"], "layer 2 is out of range"),
+            (["--model", d, SEED, "--layer", "-1"], "layer -1 is out of range"),
+            (["--model", d, SEED, "--head", "4"], "head 4 is out of range"),
+            (["--model", d, SEED, "--silence", "4"], "silence index 4 is out of range"),
+            (["--model", d, SEED, "--silence", "0", "7"], "silence index 7"),
+            (["--model", d, SEED, "--compare", "a", "--silence", "2"], "the compare prompt has 1 token"),
+            (["--model", d, "x" * 49], "49 tokens, more than the model's context of 48"),
+            (["--model", d, SEED, "--compare", "y" * 60], "the compare prompt has 60 tokens"),
+            (["--model", d, SEED, "--notation", "3b2b"], "--notation"),
+            (["--model", d, SEED, "--color", "sometimes"], "--color"),
+            (["--model", d, SEED, "--top", "0"], "--top must be at least 1"),
+            (["--model", d, SEED, "--layer", "one"], "--layer"),
+            (["--model", os.path.join(ROOT, "no-such-model"), SEED], "no such directory"),
+            (["--model", os.path.join(ROOT, "manifest.json"), SEED], "not a directory"),
+            (["--model", ROOT, SEED], "vocab.json"),
+            ([SEED], "no default model"),
+        ]
+        for args, part in cases:
+            for extra in ([], ["--json"]):
+                p = run(*args, *extra, ok=False, env={"JOMOIM_MODEL": ""})
+                err = p.stderr.decode()
+                self.assertNotEqual(p.returncode, 0, args)
+                self.assertEqual(p.stdout, b"", (args, "nothing half-written"))
+                self.assertEqual(err.count("\n"), 1, (args, err))
+                self.assertTrue(err.startswith("jomoim: error: "), err)
+                self.assertIn(part, err, args)
+
+
+class ExplainTerminal(unittest.TestCase):
+    def setUp(self):
+        self.d = os.path.join(ROOT, "f32")
+
+    def test_default_view_shows_every_section_with_the_json_numbers(self):
+        out = run("--model", self.d, SEED).stdout.decode()
+        j = explain_json("--model", self.d, SEED)
+        for part in ["== the meeting: 4 tokens ==", "== the decision: next token ==",
+                     "== the heads: 8 separate meetings, most focused first ==", "raw scores Q_i . K_j",
+                     "scaled scores", "causal mask", "softmax weights", "the last token 3 \" lot\"",
+                     "question", "offered", "actual answer", "softmax(Q K^T / sqrt(d)) V"]:
+            self.assertIn(part, out)
+        self.assertNotIn("\x1b[", out, "no colour when stdout is not a terminal")
+        # The heatmap shown is the most focused head's, and its numbers are --json's.
+        best = j["heads"][0]
+        self.assertIn(f"== layer {best['layer']}, head {best['head']} (the paper's notation) ==", out)
+        for t in j["tokens"]:
+            self.assertRegex(out, rf"\n\s+{t['index']}\s+{t['id']}\s+\"{re.escape(t['text'])}\"\s+"
+                                  rf"{t['token_embedding_norm']:.3f}\s+{t['position_embedding_norm']:.3f}")
+        for t in j["prediction"]["top"]:
+            self.assertIn(f"{t['probability']:.4f}", out)
+        w = j["layers"][best["layer"]]["heads"][best["head"]]["weights"]
+        self.assertIn(f"{w[3][0]:8.3f}", out)
+        # The heads table lists all 8, most focused first.
+        rows = re.findall(r"\n\s+(\d)\s+(\d)\s+([0-9.]+)\s+([0-9.]+)\s{3}", out)
+        self.assertEqual([(int(a), int(b)) for a, b, _, _ in rows], [(h["layer"], h["head"]) for h in j["heads"]])
+
+    def test_notation_3b1b_says_so_and_transposes(self):
+        out = run("--model", self.d, SEED, "--notation", "3b1b", "--layer", "0", "--head", "1").stdout.decode()
+        self.assertIn("3Blue1Brown notation, shown instead of the paper's", out)
+        self.assertIn("V softmax(K^T Q / sqrt(d))", out)
+        self.assertIn("(rows: keys j, columns: queries i)", out)
+        j = explain_json("--model", self.d, SEED, "--notation", "3b1b", "--layer", "0", "--head", "1")
+        w = j["layers"][0]["heads"][0]["weights"]
+        # Row 0 (key 0) is heard by every query: four numbers on the key-0 line of the weights map.
+        block = out[out.index("softmax weights"):]
+        line = next(l for l in block.splitlines() if l.startswith('   0 "I"'))
+        self.assertEqual(re.findall(r"-?\d+\.\d{3}", line), [f"{x:.3f}" for x in w[0]])
+
+    def test_silence_and_swap_show_the_baseline(self):
+        out = run("--model", self.d, SEED2, "--silence", "1", "3").stdout.decode()
+        self.assertIn("baseline, the plain pass", out)
+        self.assertIn("with silencing token 1 3", out)
+        self.assertIn("(silenced)", out)
+        self.assertIn("how the distribution moved", out)
+        out = run("--model", self.d, SEED, "--swap-qk", "--layer", "0").stdout.decode()
+        self.assertIn("swapping Q and K", out)
+        self.assertEqual(out.count("== layer 0, head"), 4)
+
+    def test_compare_shows_the_shift_and_both_meetings(self):
+        out = run("--model", self.d, SEED, "--compare", SEED2).stdout.decode()
+        j = explain_json("--model", self.d, SEED, "--compare", SEED2)
+        self.assertIn(f'== two meetings: "{SEED}" vs "{SEED2}" ==', out)
+        self.assertIn("how the next-token distribution shifts", out)
+        self.assertIn("first prompt: where the last token", out)
+        self.assertIn("second prompt: where the last token", out)
+        for s in j["compare"]["shift"][:3]:
+            self.assertIn(f"{s['delta']:+9.4f}", out)
+
+    def test_colour_always_never_auto(self):
+        out = run("--model", self.d, SEED, "--color", "always").stdout.decode()
+        self.assertRegex(out, r"\x1b\[48;5;\d+m")
+        out = run("--model", self.d, SEED, "--color", "never").stdout.decode()
+        self.assertNotIn("\x1b[", out)
+        for c in ".:-=+*#%@"[-1:]:
+            self.assertIn(c, out)
+
+    def test_long_prompt_is_truncated_and_says_so(self):
+        prompt = "the" + " the" * 38  # 40 tokens: 2 x 40 columns of cells do not fit in 60 or 80
+        for cols in ["60", "80"]:
+            p = run("--model", self.d, prompt, "--layer", "1", "--head", "2", env={"COLUMNS": cols})
+            out = p.stdout.decode()
+            self.assertIn("showing the last", out)
+            self.assertIn("--json has every entry", out)
+            rows = [l for l in out.splitlines() if re.match(r'^\s*\d+ "', l)]
+            self.assertGreater(len(rows), 10)
+            for line in rows:
+                self.assertLessEqual(len(line), int(cols), line)
+        # Tiny terminals and the longest prompt still work.
+        run("--model", self.d, "x" * 48, env={"COLUMNS": "10"})
+
+    def test_odd_prompts(self):
+        for prompt in ["", "a", "\n\n\t", "héllo 조모임 🙂", "\\x00"]:
+            out = run("--model", self.d, prompt).stdout.decode()
+            self.assertIn("== the meeting:", out)
+        j = explain_json("--model", self.d, "")
+        self.assertEqual(len(j["tokens"]), 1, "an empty prompt is <|endoftext|>")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 3:
+        sys.exit("usage: test_explain_cli.py JOMOIM_EXE TINY_GPT2_DIR")
+    EXE, ROOT = sys.argv[1], sys.argv[2]
+    unittest.main(argv=sys.argv[:1] + sys.argv[3:], verbosity=2)
