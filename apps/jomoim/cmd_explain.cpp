@@ -399,9 +399,10 @@ void run_explain(const ExplainArgs& a) {
   }
   const json j = explain(model, tok, a.prompt, o);
 
-  std::printf("jomoim explain: \"%s\" with %s (%d layers x %d heads, head_dim %d)\n", j["prompt"].get<std::string>().c_str(),
-              j["model"]["name"].get<std::string>().c_str(), j["model"]["n_layer"].get<int>(),
-              j["model"]["n_head"].get<int>(), j["model"]["head_dim"].get<int>());
+  const int nl = j["model"]["n_layer"].get<int>(), nh = j["model"]["n_head"].get<int>();
+  std::printf("jomoim explain: \"%s\" with %s (%d layer%s x %d head%s, head_dim %d)\n",
+              j["prompt"].get<std::string>().c_str(), j["model"]["name"].get<std::string>().c_str(), nl,
+              nl == 1 ? "" : "s", nh, nh == 1 ? "" : "s", j["model"]["head_dim"].get<int>());
   print_tokens(j, st);
   print_prediction(j, a, st);
   print_heads(j, st, chosen ? 8 : 12);

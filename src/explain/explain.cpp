@@ -155,7 +155,10 @@ std::vector<std::int32_t> encode_prompt(const Tokenizer& tok, const std::string&
 json token_text(const Tokenizer& tok, std::int32_t id) {
   // Models may have more ids than the tokenizer (padded vocabularies): name those by number.
   if (id >= 0 && static_cast<std::size_t>(id) < tok.vocab_size()) return printable(tok.token_bytes(id));
-  return "<" + std::to_string(id) + ">";
+  std::string name = "<";
+  name += std::to_string(id);
+  name += '>';
+  return name;
 }
 
 json prediction_json(const Pass& p, const Tokenizer& tok, int top) {
