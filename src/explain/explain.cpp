@@ -11,7 +11,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <cstdlib>
+#include <cstdio>
 #include <set>
 #include <string>
 #include <system_error>
@@ -31,8 +31,9 @@ json f32(float x) {
   if (!std::isfinite(x)) return nullptr;
   char buf[32];
   const auto r = std::to_chars(buf, buf + sizeof buf, x);
-  *r.ptr = '\0';
-  return std::strtod(buf, nullptr);
+  double d = x;
+  std::from_chars(buf, r.ptr, d);  // locale-independent, unlike strtod
+  return d;
 }
 
 json f64(double x) { return std::isfinite(x) ? json(x) : json(nullptr); }
