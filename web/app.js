@@ -27,7 +27,8 @@ const state = {
 
 // Beyond this many numbers per request the page asks for the summary first and one head's
 // matrices on demand (GPT-2 small at 1024 tokens would be ~600 million numbers).
-const MAX_GRID_NUMBERS = 400000;
+// ?summary in the URL takes that path for any model (the browser tests use it).
+const MAX_GRID_NUMBERS = new URLSearchParams(location.search).has('summary') ? 0 : 400000;
 
 async function api(path, body) {
   const res = await fetch(path, body === undefined ? {} : {
@@ -95,10 +96,15 @@ async function run() {
   showError('');
   $('#status').textContent = 'the meeting is in session…';
   try {
-    const tok = await api('/api/tokenize', { prompt: $('#prompt').value });
+    // The size of an answer with every head's matrices (the server's own count, per prompt).
     const m = state.model;
-    const T = Math.max(1, tok.count);
-    const full = m.n_layer * m.n_head * (4 * T * T + 4 * T * m.head_dim) <= MAX_GRID_NUMBERS;
+    const prompts = [$('#prompt').value].concat($('#compare-on').checked ? [$('#compare').value] : []);
+    let numbers = 0;
+    for (const p of prompts) {
+      const T = Math.max(1, (await api('/api/tokenize', { prompt: p })).count);
+      numbers += m.n_layer * m.n_head * (4 * T * T + 4 * T * m.head_dim);
+    }
+    const full = numbers <= Math.min(MAX_GRID_NUMBERS, m.limits.max_matrix_numbers);
     const data = await api('/api/explain', request({ matrices: full }));
     if (id !== state.pending) return;  // a newer request superseded this one
     state.data = data;

@@ -31,6 +31,10 @@ struct RequestLimits {
   std::size_t max_body_bytes = 64 * 1024;  // the whole JSON body
   std::size_t max_prompt_bytes = 4096;     // each of "prompt" and "compare", in UTF-8 bytes
   int max_top = 100;                       // "top" is 1..max_top (and at most the vocabulary)
+  // Numbers in the per-head matrices of one answer (q, k, v, out: T x head_dim; scores,
+  // scaled, weights, mask: T x T; per selected head, both prompts). 8M numbers is ~100 MB of
+  // JSON; beyond it the request must select a layer/head or ask for "matrices": false.
+  std::size_t max_matrix_numbers = 8'000'000;
 };
 
 // The model sizes the numbers are checked against (layer < n_layer, head < n_head,

@@ -89,12 +89,28 @@ struct ExplorerServer::Impl {
   }
 
   // The prompt's token count, refused (400) when it exceeds the context.
-  void check_length(const std::string& field, const std::string& prompt) const {
-    const std::size_t n = tokenizer.encode(prompt).size();
+  std::size_t check_length(const std::string& field, const std::string& prompt) const {
+    const std::size_t n = std::max<std::size_t>(1, tokenizer.encode(prompt).size());  // "" is <|endoftext|>
     const int ctx = model.config().n_positions;
     if (n > static_cast<std::size_t>(ctx))
       throw RequestError(400, "\"" + field + "\" has " + std::to_string(n) + " tokens; the model's context is " +
                                   std::to_string(ctx) + " tokens");
+    return n;
+  }
+
+  // Refuses (400) an answer whose matrices would exceed limits.max_matrix_numbers.
+  void check_size(const ExplainRequest& r, std::size_t t1, std::size_t t2) const {
+    if (!r.options.matrices) return;
+    const GptConfig& c = model.config();
+    const std::size_t heads = static_cast<std::size_t>(r.options.layer ? 1 : c.n_layer) *
+                              static_cast<std::size_t>(r.options.head ? 1 : c.n_head);
+    const std::size_t d = static_cast<std::size_t>(c.head_dim());
+    std::size_t numbers = 0;
+    for (const std::size_t t : {t1, t2}) numbers += heads * (4 * t * d + 4 * t * t);
+    if (numbers > opt.limits.max_matrix_numbers)
+      throw RequestError(400, "the answer would hold " + std::to_string(numbers) + " matrix numbers; the limit is " +
+                                  std::to_string(opt.limits.max_matrix_numbers) +
+                                  " (choose a \"layer\" and \"head\", or set \"matrices\": false)");
   }
 
   // Runs fn, turning its exceptions into JSON error answers.
@@ -127,7 +143,8 @@ struct ExplorerServer::Impl {
              {{"max_body_bytes", opt.limits.max_body_bytes},
               {"max_prompt_bytes", opt.limits.max_prompt_bytes},
               {"max_tokens", c.n_positions},
-              {"max_top", std::min(opt.limits.max_top, c.vocab_size)}}}};
+              {"max_top", std::min(opt.limits.max_top, c.vocab_size)},
+              {"max_matrix_numbers", opt.limits.max_matrix_numbers}}}};
   }
 
   void routes() {
@@ -157,8 +174,9 @@ struct ExplorerServer::Impl {
       guarded(res, [&] {
         ExplainRequest r = parse_explain_request(req.body, shape(), opt.limits);
         r.options.model_name = opt.model_name;
-        check_length("prompt", r.prompt);
-        if (r.options.compare) check_length("compare", *r.options.compare);
+        const std::size_t t1 = check_length("prompt", r.prompt);
+        const std::size_t t2 = r.options.compare ? check_length("compare", *r.options.compare) : 0;
+        check_size(r, t1, t2);
         json out;
         {
           Slot slot(slots);

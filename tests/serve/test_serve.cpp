@@ -108,6 +108,7 @@ class ServeTest : public ::testing::Test {
     opt.compute_slots = 2;
     opt.limits.max_body_bytes = 8192;
     opt.limits.max_prompt_bytes = 1000;
+    opt.limits.max_matrix_numbers = 50000;  // all 8 heads of 40 tokens (61440) are over
     server_ = std::make_unique<ExplorerServer>(*model_, *tokenizer_, opt);
     port_ = server_->bind();
     thread_ = std::thread([] { server_->run(); });
@@ -167,6 +168,7 @@ TEST_F(ServeTest, HealthAndModel) {
   EXPECT_EQ(j["limits"]["max_tokens"], cfg.n_positions);
   EXPECT_EQ(j["limits"]["max_body_bytes"], 8192);
   EXPECT_EQ(j["limits"]["max_prompt_bytes"], 1000);
+  EXPECT_EQ(j["limits"]["max_matrix_numbers"], 50000);
 }
 
 TEST_F(ServeTest, TokenizeMatchesTheTokenizer) {
@@ -228,8 +230,10 @@ struct Refusal {
 
 TEST_F(ServeTest, BadRequestsGet4xxWithAMessage) {
   const int ctx = model_->config().n_positions;
-  std::string many_tokens;
+  std::string many_tokens, forty_tokens;
   for (int i = 0; i <= ctx; ++i) many_tokens += " lot";
+  for (int i = 0; i < 40; ++i) forty_tokens += " lot";
+  ASSERT_EQ(tokenizer_->encode(forty_tokens).size(), 40u);
   const std::vector<Refusal> cases = {
       {"oversized body", json{{"prompt", std::string(9000, 'a')}}.dump(), 413, "limit of 8192 bytes"},
       {"not JSON", "{\"prompt\": ", 400, "not valid JSON"},
@@ -254,6 +258,7 @@ TEST_F(ServeTest, BadRequestsGet4xxWithAMessage) {
       {"silence past the context", R"({"prompt": "a", "silence": [999]})", 400, "\"silence\"[0] must be in"},
       {"silence past the prompt", R"({"prompt": "I have a lot", "silence": [10]})", 400, "silence"},
       {"swap_qk not a bool", R"({"prompt": "a", "swap_qk": "yes"})", 400, "\"swap_qk\" must be true or false"},
+      {"matrices over the limit", json{{"prompt", forty_tokens}}.dump(), 400, "the limit is 50000"},
       {"invalid UTF-8", std::string("{\"prompt\": \"\xff\xfe\"}"), 400, "not valid JSON"},
   };
   for (const Refusal& c : cases) {
@@ -267,6 +272,13 @@ TEST_F(ServeTest, BadRequestsGet4xxWithAMessage) {
     const std::string msg = j["error"];
     EXPECT_NE(msg.find(c.message), std::string::npos) << msg;
     EXPECT_EQ(msg.find('\n'), std::string::npos) << "one line";
+  }
+  // The same prompt is fine with one head selected, or without matrices.
+  for (const json& ok : {json{{"prompt", forty_tokens}, {"layer", 0}, {"head", 1}},
+                         json{{"prompt", forty_tokens}, {"matrices", false}}}) {
+    auto r = post("/api/explain", ok.dump());
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200) << ok.dump() << r->body.substr(0, 200);
   }
   auto t = post("/api/tokenize", R"({"text": "a"})");
   ASSERT_TRUE(t);

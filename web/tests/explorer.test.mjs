@@ -203,6 +203,19 @@ test('clicking a token silences it: the new prediction is the API\'s, the old on
   assert.ok(!(await page.$eval('#tokens .token[data-index="1"]', (e) => e.classList.contains('silenced'))));
 });
 
+test('swapping Q and K shows the swapped pass\'s prediction beside the plain one', async () => {
+  await settled(() => page.check('#swap-qk'));
+  const want = await api('/api/explain', plain({ swap_qk: true }));
+  const rows = await page.$$eval('#prediction .bar-row', (els) => els.map((e) => [Number(e.dataset.id), Number(e.dataset.value)]));
+  assert.deepEqual(rows, want.prediction.top.map((c) => [c.id, c.probability]));
+  assert.ok(want.baseline && await page.isVisible('#baseline-note'));
+  const ghosts = await page.$$eval('#prediction .bar.ghost', (els) => els.length);
+  assert.ok(ghosts > 0, 'the plain pass drawn as grey bars');
+  await shot('05-swap-qk');
+  await settled(() => page.uncheck('#swap-qk'));
+  assert.ok(!(await page.isVisible('#baseline-note')));
+});
+
 test('the seed\'s two prompts side by side', async () => {
   await settled(() => page.click('#seed'));
   assert.ok(await page.isVisible('#compare-view'));
@@ -216,7 +229,24 @@ test('the seed\'s two prompts side by side', async () => {
   }
   const shift = await page.$$eval('#shift tr[data-id]', (els) => els.map((e) => [Number(e.dataset.id), Number(e.dataset.value)]));
   assert.deepEqual(shift, want.compare.shift.map((s) => [s.id, s.delta]));
-  await shot('05-compare-seed');
+  await shot('06-compare-seed');
+});
+
+test('large models: summary first, one head\'s matrices when its tile is clicked', async () => {
+  const p2 = await browser.newPage();
+  await p2.goto(base + '/?summary');
+  await p2.waitForFunction(() => document.body.dataset.ready && document.body.dataset.ready === document.body.dataset.pending);
+  assert.equal(await p2.$$eval('#grid .thumb', (els) => els.length), 0, 'no thumbnails without matrices');
+  const L = model.n_layer - 1, H = 1;
+  await p2.click(`#grid .tile[data-layer="${L}"][data-head="${H}"]`);
+  await p2.waitForSelector(`#grid .tile.selected[data-layer="${L}"][data-head="${H}"]`);
+  await p2.waitForSelector('#heatmap table');
+  const want = (await api('/api/explain', plain({ layer: L, head: H, matrices: undefined }))).layers[0].heads[0];
+  const got = await p2.$$eval('#heatmap td', (els) => els.map((e) => [Number(e.dataset.row), Number(e.dataset.col), e.dataset.value]));
+  assert.equal(got.length, want.weights.length ** 2);
+  for (const [r, c, v] of got) assert.equal(v, String(want.weights[r][c]));
+  await p2.screenshot({ path: path.join(artifacts, '08-summary-path.png'), fullPage: true });
+  await p2.close();
 });
 
 test('a prompt longer than the context is refused with the limit named', async () => {
@@ -228,7 +258,7 @@ test('a prompt longer than the context is refused with the limit named', async (
   const msg = await page.textContent('#error');
   assert.ok(await page.isVisible('#error'));
   assert.match(msg, new RegExp(`context is ${model.n_positions} tokens`));
-  await shot('06-too-long');
+  await shot('07-too-long');
   await settled(async () => {
     await page.fill('#prompt', 'I have a lot');
     await page.click('#run');
