@@ -22,6 +22,7 @@ const require = createRequire(path.join(path.resolve(env('JOMOIM_WEB_NODE_MODULE
 const { chromium } = require('playwright-core');
 const artifacts = env('JOMOIM_WEB_ARTIFACTS');
 fs.mkdirSync(artifacts, { recursive: true });
+for (const f of fs.readdirSync(artifacts)) if (f.endsWith('.png')) fs.rmSync(path.join(artifacts, f));  // this run's only
 
 let server, base, browser, page, userDataDir, model;
 
