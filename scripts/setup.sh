@@ -20,6 +20,8 @@ packages=(
   libpcre2-dev                                   # PCRE2: the tokenizer's Unicode-aware split pattern
   nodejs npm                                     # tokenizer tests: gpt-3-encoder (npm ci in the build tree)
   libopenmpi-dev openmpi-bin                     # ring attention over MPI (jomoim::dist, attend --distributed)
+  libcpp-httplib-dev                             # jomoim serve: cpp-httplib (HTTP server; pkg-config cpp-httplib)
+  chromium                                       # explorer browser tests: headless chromium driven by playwright-core
 )
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(python3-torch libjemalloc2 nodejs npm)

@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   jomoim::cli::add_model_commands(app);
   jomoim::cli::add_train_command(app);
   jomoim::cli::add_explain_command(app);
+  jomoim::cli::add_serve_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
