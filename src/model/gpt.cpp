@@ -1,7 +1,5 @@
 // The GPT-2 forward pass: embeddings, pre-LayerNorm blocks, tied output head, KV cache.
 // See include/jomoim/model.hpp.
-#include <cblas.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -10,20 +8,16 @@
 
 #include "jomoim/attention.hpp"
 #include "jomoim/model.hpp"
+#include "model/blas.hpp"
 #include "model/kernels.hpp"
 
 namespace jomoim {
 namespace {
 
 // y[T, out] = x[T, in] W[in, out] + b  (row-major, W as GPT-2's Conv1D stores it).
-void linear(const float* x, int T, int in, int out, const LinearParams& p, float* y) {
+void linear(const float* x, int T, int in, int out, const LinearParams& p, float* y, int threads) {
   for (int t = 0; t < T; ++t) std::memcpy(y + static_cast<std::size_t>(t) * out, p.bias, sizeof(float) * out);
-  if (T == 1) {
-    cblas_sgemv(CblasRowMajor, CblasTrans, in, out, 1.0f, p.weight, out, x, 1, 1.0f, y, 1);
-  } else {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, out, in, 1.0f, x, in, p.weight, out,
-                1.0f, y, out);
-  }
+  model_blas::gemm(false, false, T, out, in, 1.0f, x, in, p.weight, out, 1.0f, y, out, threads);
 }
 
 // LayerNorm over each row of x[T, C] into y (may alias x). Statistics in double: cheap at
@@ -106,7 +100,6 @@ GptModel::GptModel(GptConfig config, GptParams params, std::vector<std::shared_p
 void GptModel::set_threads(int threads) {
   if (threads < 0) throw Error("threads must be >= 0, got " + std::to_string(threads));
   threads_ = threads;
-  if (threads > 0) openblas_set_num_threads(threads);
 }
 
 std::vector<float> GptModel::forward(std::span<const std::int32_t> ids, KvCache& cache,
@@ -183,7 +176,7 @@ std::vector<float> GptModel::forward(std::span<const std::int32_t> ids, KvCache&
   for (int l = 0; l < c.n_layer; ++l) {
     const BlockParams& b = params_.blocks[l];
     layer_norm(x.data(), T, C, b.ln_1, c.layer_norm_epsilon, h.data());
-    linear(h.data(), T, C, 3 * C, b.c_attn, qkv.data());
+    linear(h.data(), T, C, 3 * C, b.c_attn, qkv.data(), threads_);
 
     float* kc = cache.keys(l);
     float* vc = cache.values(l);
@@ -234,16 +227,16 @@ std::vector<float> GptModel::forward(std::span<const std::int32_t> ids, KvCache&
       }
     }
 
-    linear(att.data(), T, C, C, b.c_proj, h.data());
+    linear(att.data(), T, C, C, b.c_proj, h.data(), threads_);
     add_into(x.data(), h.data(), TC);
 
     layer_norm(x.data(), T, C, b.ln_2, c.layer_norm_epsilon, h.data());
-    linear(h.data(), T, C, F, b.c_fc, ff.data());
+    linear(h.data(), T, C, F, b.c_fc, ff.data(), threads_);
     if (c.activation_function == "gelu")
       gelu_erf(ff.data(), ff.size());
     else
       gelu_tanh(ff.data(), ff.size());
-    linear(ff.data(), T, F, C, b.mlp_proj, h.data());
+    linear(ff.data(), T, F, C, b.mlp_proj, h.data(), threads_);
     add_into(x.data(), h.data(), TC);
   }
   cache.size_ = Tk;
@@ -253,11 +246,7 @@ std::vector<float> GptModel::forward(std::span<const std::int32_t> ids, KvCache&
   const float* xs = x.data() + static_cast<std::size_t>(T - rows) * C;
   layer_norm(xs, rows, C, params_.ln_f, c.layer_norm_epsilon, h.data());
   std::vector<float> logits(static_cast<std::size_t>(rows) * V);
-  if (rows == 1)
-    cblas_sgemv(CblasRowMajor, CblasNoTrans, V, C, 1.0f, params_.wte, C, h.data(), 1, 0.0f, logits.data(), 1);
-  else
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, V, C, 1.0f, h.data(), C, params_.wte, C,
-                0.0f, logits.data(), V);
+  model_blas::gemm(false, true, rows, V, C, 1.0f, h.data(), C, params_.wte, C, 0.0f, logits.data(), V, threads_);
   return logits;
 }
 

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "jomoim/attention.hpp"
+#include "model/blas.hpp"
 #include "model/kernels.hpp"
 
 namespace jomoim {
@@ -53,17 +54,16 @@ class Normal {
 // --- layers, forward ---------------------------------------------------------------------
 
 // y[N, out] = x[N, in] W[in, out] + b
-void linear_fwd(const float* x, int N, int in, int out, const float* W, const float* b, float* y) {
+void linear_fwd(const float* x, int N, int in, int out, const float* W, const float* b, float* y, int nt) {
   for (int n = 0; n < N; ++n) std::memcpy(y + static_cast<std::size_t>(n) * out, b, sizeof(float) * out);
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, out, in, 1.0f, x, in, W, out, 1.0f, y, out);
+  model_blas::gemm(false, false, N, out, in, 1.0f, x, in, W, out, 1.0f, y, out, nt);
 }
 
 // dx = dy W^T (overwrites dx), dW += x^T dy, db += colsum(dy).
 void linear_bwd(const float* x, const float* dy, int N, int in, int out, const float* W, float* dx, float* dW,
-                float* db) {
-  if (dx)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, in, out, 1.0f, dy, out, W, out, 0.0f, dx, in);
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, in, out, N, 1.0f, x, in, dy, out, 1.0f, dW, out);
+                float* db, int nt) {
+  if (dx) model_blas::gemm(false, true, N, in, out, 1.0f, dy, out, W, out, 0.0f, dx, in, nt);
+  model_blas::gemm(true, false, in, out, N, 1.0f, x, in, dy, out, 1.0f, dW, out, nt);
   for (int n = 0; n < N; ++n) {
     const float* r = dy + static_cast<std::size_t>(n) * out;
     for (int j = 0; j < out; ++j) db[j] += r[j];
@@ -291,7 +291,6 @@ double GptTrainable::run(std::span<const std::int32_t> tokens, int B, int T, boo
                 std::to_string(tokens.size()));
   for (auto id : tokens)
     if (id < 0 || id >= V) throw Error("train: token id " + std::to_string(id) + " is outside the vocabulary");
-  if (threads_ > 0) openblas_set_num_threads(threads_);
   const int nt = threads_ > 0 ? threads_ : omp_get_max_threads();
   const bool exact = c.activation_function == "gelu";
   const GptParams P = params();
@@ -334,7 +333,7 @@ double GptTrainable::run(std::span<const std::int32_t> tokens, int B, int T, boo
     layer_norm_fwd(x.data(), N, C, bp.ln_1.weight, bp.ln_1.bias, c.layer_norm_epsilon, s.h1.data(), s.mean1.data(),
                    s.rstd1.data(), nt);
     s.qkv.resize(N * 3 * C);
-    linear_fwd(s.h1.data(), N, C, 3 * C, bp.c_attn.weight, bp.c_attn.bias, s.qkv.data());
+    linear_fwd(s.h1.data(), N, C, 3 * C, bp.c_attn.weight, bp.c_attn.bias, s.qkv.data(), nt);
     s.att.resize(NC);
     s.lse.resize(static_cast<std::size_t>(B) * H * T);
     AttentionOptions o = ao;
@@ -342,7 +341,7 @@ double GptTrainable::run(std::span<const std::int32_t> tokens, int B, int T, boo
     attention(cview(qkv_view(s.qkv.data(), 0)), cview(qkv_view(s.qkv.data(), 1)), cview(qkv_view(s.qkv.data(), 2)),
               rows_view(s.att.data()), o);
     std::vector<float> tmp(NC);
-    linear_fwd(s.att.data(), N, C, C, bp.c_proj.weight, bp.c_proj.bias, tmp.data());
+    linear_fwd(s.att.data(), N, C, C, bp.c_proj.weight, bp.c_proj.bias, tmp.data(), nt);
     for (std::size_t i = 0; i < NC; ++i) x[i] += tmp[i];
     s.xmid = x;
     s.h2.resize(NC);
@@ -352,9 +351,9 @@ double GptTrainable::run(std::span<const std::int32_t> tokens, int B, int T, boo
                    s.rstd2.data(), nt);
     s.fpre.resize(N * F);
     s.fact.resize(N * F);
-    linear_fwd(s.h2.data(), N, C, F, bp.c_fc.weight, bp.c_fc.bias, s.fpre.data());
+    linear_fwd(s.h2.data(), N, C, F, bp.c_fc.weight, bp.c_fc.bias, s.fpre.data(), nt);
     gelu_fwd(s.fpre.data(), s.fact.data(), s.fpre.size(), exact, nt);
-    linear_fwd(s.fact.data(), N, F, C, bp.mlp_proj.weight, bp.mlp_proj.bias, tmp.data());
+    linear_fwd(s.fact.data(), N, F, C, bp.mlp_proj.weight, bp.mlp_proj.bias, tmp.data(), nt);
     for (std::size_t i = 0; i < NC; ++i) x[i] += tmp[i];
     if (!backward) s = Saved{};  // validation keeps nothing
   }
@@ -362,7 +361,7 @@ double GptTrainable::run(std::span<const std::int32_t> tokens, int B, int T, boo
   layer_norm_fwd(x.data(), N, C, P.ln_f.weight, P.ln_f.bias, c.layer_norm_epsilon, hf.data(), meanf.data(),
                  rstdf.data(), nt);
   std::vector<float> logits(N * V);
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, V, C, 1.0f, hf.data(), C, P.wte, C, 0.0f, logits.data(), V);
+  model_blas::gemm(false, true, N, V, C, 1.0f, hf.data(), C, P.wte, C, 0.0f, logits.data(), V, nt);
 
   // Softmax cross-entropy; logits become dlogits = (softmax - onehot) * grad_scale / N.
   std::vector<double> row_loss(N);
@@ -388,9 +387,8 @@ double GptTrainable::run(std::span<const std::int32_t> tokens, int B, int T, boo
   auto grad_of = [&](const float* param) { return G + (param - values_.data()); };
   // Tied head: dhf = dlogits wte, dwte += dlogits^T hf.
   std::vector<float> dh(NC), dx(NC, 0.0f);
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, V, 1.0f, logits.data(), V, P.wte, C, 0.0f, dh.data(), C);
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, V, C, N, 1.0f, logits.data(), V, hf.data(), C, 1.0f,
-              grad_of(P.wte), C);
+  model_blas::gemm(false, false, N, C, V, 1.0f, logits.data(), V, P.wte, C, 0.0f, dh.data(), C, nt);
+  model_blas::gemm(true, false, V, C, N, 1.0f, logits.data(), V, hf.data(), C, 1.0f, grad_of(P.wte), C, nt);
   logits = {};
   layer_norm_bwd(x.data(), dh.data(), N, C, P.ln_f.weight, meanf.data(), rstdf.data(), dx.data(),
                  grad_of(P.ln_f.weight), grad_of(P.ln_f.bias), nt);
@@ -401,15 +399,15 @@ double GptTrainable::run(std::span<const std::int32_t> tokens, int B, int T, boo
     Saved& s = S[l];
     // MLP: x_out = xmid + proj(gelu(fc(ln2(xmid)))).
     linear_bwd(s.fact.data(), dx.data(), N, F, C, bp.mlp_proj.weight, dF.data(), grad_of(bp.mlp_proj.weight),
-               grad_of(bp.mlp_proj.bias));
+               grad_of(bp.mlp_proj.bias), nt);
     gelu_bwd(s.fpre.data(), dF.data(), dF.data(), dF.size(), exact, nt);
     linear_bwd(s.h2.data(), dF.data(), N, C, F, bp.c_fc.weight, dh.data(), grad_of(bp.c_fc.weight),
-               grad_of(bp.c_fc.bias));
+               grad_of(bp.c_fc.bias), nt);
     layer_norm_bwd(s.xmid.data(), dh.data(), N, C, bp.ln_2.weight, s.mean2.data(), s.rstd2.data(), dx.data(),
                    grad_of(bp.ln_2.weight), grad_of(bp.ln_2.bias), nt);
     // Attention: xmid = x + proj(attn(ln1(x))).
     linear_bwd(s.att.data(), dx.data(), N, C, C, bp.c_proj.weight, datt.data(), grad_of(bp.c_proj.weight),
-               grad_of(bp.c_proj.bias));
+               grad_of(bp.c_proj.bias), nt);
     // The engine refuses interleaved output views (it checks memory ranges), so dQ, dK and dV
     // land in three row buffers and are then laid side by side like qkv.
     AttentionGradients g{rows_view(dq.data()), rows_view(dk.data()), rows_view(dv.data()), std::nullopt};
@@ -423,7 +421,7 @@ double GptTrainable::run(std::span<const std::int32_t> tokens, int B, int T, boo
       std::memcpy(r + 2 * C, dv.data() + n * C, sizeof(float) * C);
     }
     linear_bwd(s.h1.data(), dqkv.data(), N, C, 3 * C, bp.c_attn.weight, dh.data(), grad_of(bp.c_attn.weight),
-               grad_of(bp.c_attn.bias));
+               grad_of(bp.c_attn.bias), nt);
     layer_norm_bwd(s.x.data(), dh.data(), N, C, bp.ln_1.weight, s.mean1.data(), s.rstd1.data(), dx.data(),
                    grad_of(bp.ln_1.weight), grad_of(bp.ln_1.bias), nt);
     s = Saved{};
