@@ -65,7 +65,7 @@ def set_simd_target(name: str) -> None:
 # ---------------------------------------------------------------------------------------------
 # The model (python/jomoim/model.py).
 import os
-from typing import Any, Dict, Iterator, List, NamedTuple
+from typing import Any, Dict, Iterable, Iterator, List, NamedTuple
 
 Text = Union[str, bytes]
 Ids = Union[Sequence[int], npt.NDArray[np.integer]]
@@ -126,3 +126,8 @@ class Model:
     def generate(self, text: Text, n: int = 50, temperature: float = 0.8, top_k: int = 40, top_p: float = 0.95,
                  seed: Optional[int] = None, stop_at_eos: bool = True) -> str:
         """The continuation of text, as str."""
+    def explain(self, text: Text, *, layer: Optional[int] = None, head: Optional[int] = None,
+                silence: Iterable[int] = (), swap_qk: bool = False, top: int = 10, compare: Optional[Text] = None,
+                notation: Notation = "paper", matrices: bool = True) -> Dict[str, Any]:
+        """`jomoim explain --json` (schema jomoim.explain/1) as Python objects; per head q, k, v, out, weights,
+        scores, scaled (-inf where masked) are float32 arrays, mask a bool array (see the docstring)."""

@@ -17,10 +17,11 @@ threads (each call has its own KV cache). Errors: jomoim.Error (a ValueError) wi
 one-line message; arguments of the wrong type raise TypeError.
 """
 import codecs
+import json
 import math
 import operator
 import os
-from typing import Iterator, List, NamedTuple, Optional, Sequence, Union
+from typing import Any, Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Union
 
 import numpy as np
 
@@ -87,6 +88,44 @@ def _token_text(raw: bytes) -> str:
     """A token's bytes as text: UTF-8, with bytes that are not (a token may hold part of a
     character) spelled as \\xNN escapes, as the CLI prints them."""
     return raw.decode("utf-8", errors="backslashreplace")
+
+
+# Model.explain(): which fields of the JSON (docs/explain.md) become NumPy arrays, and of what type.
+_EXPLAIN_F32 = ("q", "k", "v", "out", "weights")  # the model's float32 numbers, no nulls
+_EXPLAIN_F32_MASKED = ("scores", "scaled")        # float32, null where masked -> -inf
+_EXPLAIN_F64 = ("value_norms", "contribution_norms")
+
+
+def _f32(rows, masked=False) -> np.ndarray:
+    if masked:
+        rows = [[-math.inf if x is None else x for x in row] for row in rows]
+    # Each number is the double that reads back as the float32; float32() gives that float back.
+    return np.array(rows, dtype=np.float64).astype(np.float32)
+
+
+def _explain_arrays(j: Dict[str, Any]) -> Dict[str, Any]:
+    """Converts the matrices of an explain object (and of its "compare") in place."""
+    for layer in j.get("layers", []):
+        for h in layer["heads"]:
+            for key in _EXPLAIN_F32:
+                h[key] = _f32(h[key])
+            for key in _EXPLAIN_F32_MASKED:
+                h[key] = _f32(h[key], masked=True)
+            h["mask"] = np.array(h["mask"], dtype=bool)
+            lt = h["last_token"]
+            lt["weights"] = _f32(lt["weights"])
+            for key in _EXPLAIN_F64:
+                lt[key] = np.array(lt[key], dtype=np.float64)
+    lta = j.get("last_token_attention")
+    if lta is not None:
+        lta["mean_over_heads"] = np.array(lta["mean_over_heads"], dtype=np.float64)
+    if j.get("compare") is not None:
+        _explain_arrays(j["compare"])
+    return j
+
+
+def _opt_int(name: str, value) -> Optional[int]:
+    return None if value is None else _int(name, value, -2**31, 2**31 - 1, "an int32")
 
 
 class Prediction(NamedTuple):
@@ -198,7 +237,7 @@ class Model:
             raise Error(f"{source} {where}: not a directory")
         n = 0 if threads is None else _int("threads", threads, 1, 4096, "a positive count or None")
         self = object.__new__(cls)
-        self._core = _Model(where, n)
+        self._core = _Model(os.fsencode(where), n)  # bytes: any path the OS allows
         self._path = where
         return self
 
@@ -300,6 +339,45 @@ class Model:
         """The continuation of `text` (without the prompt), as str: "".join(stream(...)) with the
         same arguments; see stream() for them, and for the ids, seed and stop reason."""
         return "".join(self.stream(text, n, temperature, top_k, top_p, seed, stop_at_eos))
+
+    def explain(self, text: Text, *, layer: Optional[int] = None, head: Optional[int] = None,
+                silence: Iterable[int] = (), swap_qk: bool = False, top: int = 10, compare: Optional[Text] = None,
+                notation: str = "paper", matrices: bool = True) -> Dict[str, Any]:
+        """The explorer's "meeting minutes" of `text`: the content of `jomoim explain --json`
+        (schema "jomoim.explain/1", docs/explain.md) as Python objects, the matrices as NumPy.
+
+        layer, head   only this layer's / this head's matrices (the summary covers every head).
+        silence       token indices whose keys nobody hears, in every layer and head.
+        swap_qk       make queries with W_K and keys with W_Q ("baseline" then has the plain pass).
+        top           next-token candidates listed (>= 1).
+        compare       a second prompt, explained with the same options ("compare").
+        notation      "paper" (rows are tokens) or "3b1b" (every matrix transposed).
+        matrices      False: "layers" is empty (tokens, prediction and the heads summary only).
+
+        The JSON becomes dicts, lists, str, int, float, bool and None, except (in "layers" and in
+        "compare"'s "layers"), per head: q, k, v, out, weights -> float32 arrays (the model's
+        exact float32 values); scores, scaled -> float32 arrays with -inf where masked (null in
+        the JSON); mask -> bool array; last_token.weights -> float32, last_token.value_norms and
+        .contribution_norms -> float64 1-D arrays; and last_token_attention.mean_over_heads ->
+        a float64 [n_layer, T] array. Shapes are the JSON's (transposed in 3b1b). "model"."name"
+        is Model.path. The passes run with the GIL released.
+
+        Raises jomoim.Error (the engine's message) for a layer or head out of range, a silence
+        index outside the prompt (or the compare prompt), a prompt longer than the context,
+        top < 1, an unknown notation."""
+        if not isinstance(notation, str):
+            raise TypeError(f"notation: expected 'paper' or '3b1b', got {type(notation).__name__}")
+        if isinstance(silence, (str, bytes)) or not isinstance(silence, Iterable):
+            raise TypeError(f"silence: expected a sequence of token indices, got {type(silence).__name__}")
+        silence = [_int("silence", i, -2**31, 2**31 - 1, "an int32") for i in silence]
+        for name, flag in (("swap_qk", swap_qk), ("matrices", matrices)):
+            if not isinstance(flag, bool):
+                raise TypeError(f"{name}: expected True or False, got {type(flag).__name__}")
+        top = _int("top", top, -2**31, 2**31 - 1, "an int32")
+        other = None if compare is None else _text("compare", compare)
+        raw = self._core.explain(_text("text", text), notation, _opt_int("layer", layer), _opt_int("head", head),
+                                 silence, swap_qk, top, other, os.fsencode(self._path), matrices)
+        return _explain_arrays(json.loads(raw))
 
     def __repr__(self) -> str:
         c = self._core.config

@@ -5,7 +5,8 @@
 // jomoim::GptModel + jomoim::Tokenizer; Python ints and bytes become token ids and back;
 // logits come back as NumPy arrays that own the engine's buffer (no copy). The rules of the
 // commands (apps/jomoim/cmd_model.cpp: the prompt's ids, predict's ranking, generate's loop)
-// are mirrored here step for step, so that the same arguments give the same numbers and ids.
+// are mirrored here step for step, so that the same arguments give the same numbers and ids;
+// explain() is jomoim::explain() itself (include/jomoim/explain.hpp), its JSON handed over as text.
 //
 // The GIL is released during every forward pass and while a model loads. A _Model is
 // immutable after loading and may be used from several Python threads at once (each call
@@ -24,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "jomoim/explain.hpp"
 #include "jomoim/model.hpp"
 #include "jomoim/sampling.hpp"
 #include "jomoim/tokenizer.hpp"
@@ -269,6 +271,26 @@ class Model {
     return py::make_tuple(id_list(ids), rows);
   }
 
+  // jomoim::explain() as the JSON text `jomoim explain --json` prints (model.py converts it).
+  std::string explain(const std::string& prompt, const std::string& notation, std::optional<int> layer,
+                      std::optional<int> head, const std::vector<int>& silence, bool swap_qk, int top,
+                      std::optional<std::string> compare, const std::string& model_name, bool matrices) const {
+    if (notation != "paper" && notation != "3b1b")
+      throw Error("notation: expected 'paper' or '3b1b', got '" + notation + "'");
+    ExplainOptions o;
+    o.notation = notation == "3b1b" ? ExplainNotation::col3b1b : ExplainNotation::paper;
+    o.layer = layer;
+    o.head = head;
+    o.silence = silence;
+    o.swap_qk = swap_qk;
+    o.top = top;
+    o.compare = std::move(compare);
+    o.model_name = model_name;
+    o.matrices = matrices;
+    py::gil_scoped_release unlocked;
+    return jomoim::explain(m_->model, m_->tokenizer, prompt, o).dump();
+  }
+
   std::unique_ptr<Generation> generate(const std::string& text, int n, float temperature, int top_k, float top_p,
                                        std::optional<std::uint64_t> seed, bool stop_at_eos) const {
     if (n < 0) throw Error("n must be >= 0, got " + std::to_string(n));
@@ -304,6 +326,9 @@ void bind_model(py::module_& m) {
       .def("prompt", &Model::prompt, py::arg("text"))
       .def("logits", &Model::logits, py::arg("ids"))
       .def("predict", &Model::predict, py::arg("text"), py::arg("top"))
+      .def("explain", &Model::explain, py::arg("prompt"), py::arg("notation"), py::arg("layer"), py::arg("head"),
+           py::arg("silence"), py::arg("swap_qk"), py::arg("top"), py::arg("compare"), py::arg("model_name"),
+           py::arg("matrices"))
       .def("generate", &Model::generate, py::arg("text"), py::arg("n"), py::arg("temperature"), py::arg("top_k"),
            py::arg("top_p"), py::arg("seed"), py::arg("stop_at_eos"));
 

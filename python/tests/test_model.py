@@ -303,6 +303,130 @@ def test_default_model(monkeypatch):
 
 
 # ---------------------------------------------------------------------------------------------
+# explain(): the CLI's JSON, with NumPy arrays for the matrices.
+
+def assert_same_content(got, want, where="$"):
+    """got (Model.explain) holds what want (json.loads of the CLI's output) holds: arrays equal
+    the JSON lists read as their dtype (null -> -inf), everything else equal exactly."""
+    if isinstance(got, np.ndarray):
+        assert isinstance(want, list), where
+        if got.dtype == bool:
+            expected = np.array(want, dtype=bool)
+        else:
+            nulls = [[-np.inf if x is None else x for x in row] if isinstance(row, list) else row for row in want]
+            expected = np.array(nulls, dtype=np.float64).astype(got.dtype)
+        assert got.shape == expected.shape, where
+        np.testing.assert_array_equal(got, expected, err_msg=where)
+    elif isinstance(got, dict):
+        assert isinstance(want, dict) and sorted(got) == sorted(want), (where, sorted(got), sorted(want))
+        for k in got:
+            assert_same_content(got[k], want[k], f"{where}.{k}")
+    elif isinstance(got, list):
+        assert isinstance(want, list) and len(got) == len(want), where
+        for i, (a, b) in enumerate(zip(got, want)):
+            assert_same_content(a, b, f"{where}[{i}]")
+    else:
+        assert type(got) is type(want) and got == want, (where, got, want)
+
+
+EXPLAIN_CASES = [
+    ([], {}),
+    (["--layer", "1", "--head", "2", "--top", "3"], dict(layer=1, head=2, top=3)),
+    (["--notation", "3b1b", "--layer", "0"], dict(notation="3b1b", layer=0)),
+    (["--silence", "0", "--silence", "2", "--head", "1"], dict(silence=[2, 0, 2], head=1)),
+    (["--swap-qk", "--top", "4"], dict(swap_qk=True, top=4)),
+    (["--compare", "héllo a lot", "--layer", "1"], dict(compare="héllo a lot", layer=1)),
+]
+
+
+@pytest.mark.parametrize("name", ["f32", "f16_prefixed"])
+def test_explain_equals_the_cli(name):
+    m = model(name)
+    for prompt in ["I have a lot", "the the the\n\n  x"]:
+        for args, kw in EXPLAIN_CASES:
+            if name == "f16_prefixed" and kw.get("head") == 2:  # 2 heads there
+                args, kw = args[:3] + ["1"] + args[4:], dict(kw, head=1)
+            want = cli_json("explain", "--model", variant_dir(name), *args, prompt)
+            got = m.explain(prompt, **kw)
+            assert_same_content(got, want)
+    # The empty prompt is explained as <|endoftext|>.
+    got = m.explain("", layer=0, head=0)
+    assert [t["id"] for t in got["tokens"]] == [m.eos_id]
+    assert_same_content(got, cli_json("explain", "--model", variant_dir(name), "--layer", "0", "--head", "0", ""))
+
+
+def test_explain_arrays_are_the_model_s_attention():
+    m = model()
+    prompt = "Cash or credit card? I have a lot"
+    ids = m.tokenize(prompt)
+    T, D = len(ids), m.config["head_dim"]
+    j = m.explain(prompt, silence=[1, 0])
+    col = m.explain(prompt, silence=[0, 1], notation="3b1b")
+    assert j["options"]["silence"] == [0, 1] and [t["silenced"] for t in j["tokens"][:3]] == [True, True, False]
+    assert j["schema"] == "jomoim.explain/1" and j["model"]["name"] == m.path
+    assert [t["id"] for t in j["tokens"]] == ids
+    assert [x["id"] for x in j["baseline"]["top"]] == [x.id for x in m.predict(prompt)]
+    assert len(j["layers"]) == m.config["n_layer"] and all(len(L["heads"]) == m.config["n_head"] for L in j["layers"])
+    causal = np.tril(np.ones((T, T), bool))
+    for L, Lc in zip(j["layers"], col["layers"]):
+        for h, hc in zip(L["heads"], Lc["heads"]):
+            q, k, v, w = h["q"], h["k"], h["v"], h["weights"]
+            assert q.shape == k.shape == v.shape == h["out"].shape == (T, D) and w.shape == (T, T)
+            assert q.dtype == w.dtype == h["scores"].dtype == np.float32 and h["mask"].dtype == bool
+            mask = causal.copy()
+            mask[:, :2] = False
+            np.testing.assert_array_equal(h["mask"], mask)
+            assert np.isneginf(h["scores"][~mask]).all() and np.isfinite(h["scores"][mask]).all()
+            q64, k64, v64 = (a.astype(np.float64) for a in (q, k, v))
+            s = q64 @ k64.T
+            np.testing.assert_allclose(h["scores"][mask], s[mask], rtol=1e-5, atol=1e-5 * np.abs(s).max())
+            z = np.where(mask, s * h["scale"], -np.inf)
+            zmax = z.max(axis=1, keepdims=True)
+            live = np.isfinite(zmax[:, 0])
+            p = np.zeros_like(z)
+            p[live] = np.exp(z[live] - zmax[live])
+            p[live] /= p[live].sum(axis=1, keepdims=True)
+            np.testing.assert_allclose(w, p, rtol=1e-4, atol=1e-6)
+            np.testing.assert_allclose(h["out"], w.astype(np.float64) @ v64, rtol=1e-4, atol=1e-5 * np.abs(v64).max())
+            assert not live[:2].any() and live[2:].all()  # queries 0 and 1 hear no one: zeros
+            assert (w[:2] == 0).all() and (h["out"][:2] == 0).all()
+            # 3b1b: the same numbers transposed.
+            for key in ("q", "k", "v", "out", "scores", "scaled", "weights", "mask"):
+                np.testing.assert_array_equal(hc[key], h[key].T, err_msg=key)
+            np.testing.assert_array_equal(h["last_token"]["weights"], w[-1])
+            np.testing.assert_allclose(h["last_token"]["value_norms"], np.linalg.norm(v64, axis=1), rtol=1e-6)
+    mean = j["last_token_attention"]["mean_over_heads"]
+    assert mean.dtype == np.float64 and mean.shape == (m.config["n_layer"], T)
+    summary = m.explain(prompt, matrices=False)
+    assert summary["layers"] == [] and len(summary["heads"]) == m.config["n_layer"] * m.config["n_head"]
+
+
+def test_explain_refusals():
+    m = model()
+    P = m.config["n_positions"]
+    for kw, word, cli_args in [
+        (dict(layer=2), "layer 2 is out of range", ["--layer", "2"]),
+        (dict(head=-1), "head -1 is out of range", ["--head", "-1"]),
+        (dict(silence=[9]), "silence", ["--silence", "9"]),
+        (dict(top=0), "top", None),
+        (dict(notation="columns"), "notation", None),
+        (dict(compare="x" * (P + 3)), "context", ["--compare", "x" * (P + 3)]),
+    ]:
+        with pytest.raises(jomoim.Error) as e:
+            m.explain("I have", **kw)
+        assert word in one_line(e), (kw, str(e.value))
+        if cli_args:
+            err = cli("explain", "--model", variant_dir("f32"), *cli_args, "--json", "I have", ok=False).stderr.decode()
+            assert err == f"jomoim: error: {one_line(e)}\n"
+    for kw in (dict(layer=1.0), dict(silence=3), dict(silence="12"), dict(swap_qk=1), dict(notation=3),
+               dict(top="5"), dict(compare=7)):
+        with pytest.raises(TypeError):
+            m.explain("I have", **kw)
+    with pytest.raises(TypeError):
+        m.explain("I have", 0)  # options are keyword-only
+
+
+# ---------------------------------------------------------------------------------------------
 # Refusals: one-line jomoim.Error (a ValueError) with the engine's message, or TypeError.
 
 def one_line(e):
@@ -407,8 +531,9 @@ def test_help_and_stubs_show_the_api():
     assert "GIL" in jomoim.Model.logits.__doc__ and "jomoim generate" in jomoim.Model.stream.__doc__
     stub = open(os.path.join(os.path.dirname(jomoim.__file__), "__init__.pyi")).read()
     compile(stub, "__init__.pyi", "exec")
+    assert "jomoim.explain/1" in jomoim.Model.explain.__doc__ and "-inf" in jomoim.Model.explain.__doc__
     for name in ("class Model", "class Prediction", "class Stream", "def logits", "def predict", "def generate",
-                 "def stream", "def default_model_dir"):
+                 "def stream", "def explain", "def default_model_dir"):
         assert name in stub, name
 
 
@@ -538,11 +663,13 @@ def test_no_reference_or_memory_leaks():
             m.tokenize("the the\n x")
             m.decode(ids_list)
             m.predict("I have", top=3)
+            m.explain("I have", layer=i % 2, silence=[0], compare="a")
             m.generate("I have", n=6, seed=i)
             s = m.stream("I", n=6, seed=i, stop_at_eos=False)
             next(s)  # abandoned midway
             for bad in (lambda: m.logits([]), lambda: m.logits([10**6]), lambda: m.predict("x" * 100),
-                        lambda: m.generate("hi", top_p=0), lambda: m.logits([1.5])):
+                        lambda: m.generate("hi", top_p=0), lambda: m.logits([1.5]),
+                        lambda: m.explain("hi", layer=5)):
                 try:
                     bad()
                 except (ValueError, TypeError):
