@@ -1,5 +1,6 @@
-# Type stubs of the jomoim package (the compiled jomoim._jomoim re-exported by __init__.py).
-from typing import Literal, Optional, Sequence, Tuple, Union, overload
+# Type stubs of the jomoim package: the compiled jomoim._jomoim and jomoim/model.py, re-exported by __init__.py.
+import os
+from typing import Any, Dict, Iterable, Iterator, List, Literal, NamedTuple, Optional, Sequence, Tuple, Union, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -64,8 +65,6 @@ def set_simd_target(name: str) -> None:
 
 # ---------------------------------------------------------------------------------------------
 # The model (python/jomoim/model.py).
-import os
-from typing import Any, Dict, Iterable, Iterator, List, NamedTuple
 
 Text = Union[str, bytes]
 Ids = Union[Sequence[int], npt.NDArray[np.integer]]
