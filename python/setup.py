@@ -13,7 +13,8 @@ The extension is built by CMake from the repository root (one folder up) with th
 that runs pip: a Release build of the library and the module only, in setuptools' build folder
 (python/build/), which takes a few minutes on two cores. JOMOIM_CMAKE_BUILD_DIR=<folder> uses an
 already configured build tree instead (e.g. build/release): its _jomoim target is brought up to
-date and copied, which is how the tests check this installer quickly.
+date and copied, which is how the tests check this installer quickly. The repository's default
+model (models/default), when present, is copied into the package as jomoim/models/default.
 """
 import os
 import pathlib
@@ -63,6 +64,14 @@ class CMakeBuild(build_ext):
         dest = pathlib.Path(self.get_ext_fullpath(ext.name))
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(built[0], dest)
+        # The repository's default model, when it has one, ships inside the package
+        # (jomoim/models/default), where jomoim.Model.load() looks before the source tree.
+        model = ROOT / "models" / "default"
+        if model.is_dir():
+            shipped = dest.parent / "models" / "default"
+            if shipped.exists():
+                shutil.rmtree(shipped)
+            shutil.copytree(model, shipped)
 
 
 setup(

@@ -1,4 +1,4 @@
-"""jomoim — exact scaled dot-product attention for CPUs, from NumPy.
+"""jomoim — exact scaled dot-product attention for CPUs, and a GPT-2 runtime on it, from NumPy.
 
     import numpy as np, jomoim
     q = np.random.rand(1, 8, 128, 64).astype(np.float32)        # [B, Hq, Nq, D]
@@ -12,13 +12,19 @@ Functions:
     attention_reference  its float64 oracle (plain loops), same arguments
     simd_targets, active_simd_target, set_simd_target
                          which SIMD instruction set the kernels run on
+The model (jomoim/model.py):
+    m = jomoim.Model.load()         # a GPT-2 model directory; None: $JOMOIM_MODEL, else models/default
+    m.tokenize(text), m.decode(ids), m.logits(ids) -> float32 [T, vocab]
+    m.predict(text, top=10) -> [Prediction(id, text, probability, logit)]
+    m.generate(text, n=50, ...) -> str, m.stream(text, ...) -> pieces as they are sampled
+
 Errors: jomoim.Error (a subclass of ValueError) carries the engine's one-line message;
 arguments of the wrong type raise TypeError.
 
 The shapes, masks and notations are those of DESIGN.md and include/jomoim/attention.hpp.
 """
-# The compiled part holds the whole API today. The model (jomoim.Model, on top of the GPT
-# runtime) will be a further module of this package, e.g. jomoim/model.py, imported here.
+# The attention functions are the compiled part itself; the model (jomoim/model.py) is a thin
+# Python layer over its compiled core (_jomoim._Model).
 from ._jomoim import (
     Error,
     __version__,
@@ -28,13 +34,18 @@ from ._jomoim import (
     set_simd_target,
     simd_targets,
 )
+from .model import Model, Prediction, Stream, default_model_dir
 
 __all__ = [
     "Error",
+    "Model",
+    "Prediction",
+    "Stream",
     "__version__",
     "active_simd_target",
     "attention",
     "attention_reference",
+    "default_model_dir",
     "set_simd_target",
     "simd_targets",
 ]

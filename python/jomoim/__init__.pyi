@@ -1,5 +1,6 @@
-# Type stubs of the jomoim package (the compiled jomoim._jomoim re-exported by __init__.py).
-from typing import Literal, Optional, Sequence, Tuple, Union, overload
+# Type stubs of the jomoim package: the compiled jomoim._jomoim and jomoim/model.py, re-exported by __init__.py.
+import os
+from typing import Any, Dict, Iterable, Iterator, List, Literal, NamedTuple, Optional, Sequence, Tuple, Union, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -61,3 +62,71 @@ def active_simd_target() -> str:
 
 def set_simd_target(name: str) -> None:
     """Restricts dispatch to one of simd_targets(); '' restores the default. Not thread-safe."""
+
+# ---------------------------------------------------------------------------------------------
+# The model (python/jomoim/model.py).
+
+Text = Union[str, bytes]
+Ids = Union[Sequence[int], npt.NDArray[np.integer]]
+
+def default_model_dir() -> str:
+    """$JOMOIM_MODEL, else models/default next to the package, else the source tree's; jomoim.Error if none."""
+
+class Prediction(NamedTuple):
+    """One next-token candidate: id, text (UTF-8, invalid bytes as \\xNN), probability (float64 softmax), logit."""
+    id: int
+    text: str
+    probability: float
+    logit: float
+
+class Stream(Iterator[str]):
+    """A generation in progress: iterates text pieces; "".join(stream) == model.decode(stream.ids)."""
+    @property
+    def prompt_ids(self) -> List[int]: ...
+    @property
+    def ids(self) -> List[int]: ...
+    @property
+    def seed(self) -> int: ...
+    @property
+    def stop(self) -> Optional[Literal["length", "eos", "context", "error"]]: ...
+    def __iter__(self) -> Stream: ...
+    def __next__(self) -> str: ...
+
+class Model:
+    """A GPT-2-architecture model and its tokenizer (Hugging Face model directory). Thread-safe; GIL released in forward passes."""
+    @classmethod
+    def load(cls, path: Union[str, os.PathLike[str], None] = None, *, threads: Optional[int] = None) -> Model:
+        """Loads a model directory (config.json, model.safetensors, vocab.json, merges.txt); None: default_model_dir()."""
+    @property
+    def path(self) -> str: ...
+    @property
+    def config(self) -> Dict[str, Any]:
+        """n_layer, n_head, n_embd, n_positions, vocab_size, n_inner, layer_norm_epsilon, activation_function, head_dim."""
+    @property
+    def vocab_size(self) -> int: ...
+    @property
+    def eos_id(self) -> Optional[int]: ...
+    @property
+    def parameter_count(self) -> int: ...
+    def tokenize(self, text: Text) -> List[int]:
+        """Token ids of text (str as UTF-8, or bytes), as `jomoim tokenize`."""
+    def decode(self, ids: Ids) -> str:
+        """Text of ids, UTF-8 with invalid sequences replaced by U+FFFD."""
+    def decode_bytes(self, ids: Ids) -> bytes:
+        """The exact bytes of ids."""
+    def token_bytes(self, id: int) -> bytes: ...
+    def logits(self, ids: Ids) -> F32:
+        """Logits of every position, a new float32 array [len(ids), vocab_size]."""
+    def predict(self, text: Text, top: int = 10) -> List[Prediction]:
+        """The top most likely next tokens, as `jomoim predict --json`."""
+    def stream(self, text: Text, n: int = 50, temperature: float = 0.8, top_k: int = 40, top_p: float = 0.95,
+               seed: Optional[int] = None, stop_at_eos: bool = True) -> Stream:
+        """Continues text token by token (the rules of `jomoim generate`)."""
+    def generate(self, text: Text, n: int = 50, temperature: float = 0.8, top_k: int = 40, top_p: float = 0.95,
+                 seed: Optional[int] = None, stop_at_eos: bool = True) -> str:
+        """The continuation of text, as str."""
+    def explain(self, text: Text, *, layer: Optional[int] = None, head: Optional[int] = None,
+                silence: Iterable[int] = (), swap_qk: bool = False, top: int = 10, compare: Optional[Text] = None,
+                notation: Notation = "paper", matrices: bool = True) -> Dict[str, Any]:
+        """`jomoim explain --json` (schema jomoim.explain/1) as Python objects; per head q, k, v, out, weights,
+        scores, scaled (-inf where masked) are float32 arrays, mask a bool array (see the docstring)."""

@@ -27,6 +27,10 @@
 
 namespace py = pybind11;
 
+namespace jomoim::python {
+void bind_model(py::module_& m);  // model.cpp: _Model and _Generation, the core of jomoim.Model
+}
+
 namespace {
 
 using jomoim::ConstTensor4;
@@ -365,4 +369,5 @@ PYBIND11_MODULE(_jomoim, m) {
         "check every code path on one machine).");
   m.def("_noop", [](py::handle, py::handle, py::handle) {}, py::arg("q"), py::arg("k"), py::arg("v"),
         "_noop(q, k, v) -> None\n\nDoes nothing: the floor of a pybind11 call, for bench/python_bench.py.");
+  jomoim::python::bind_model(m);
 }

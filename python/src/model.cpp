@@ -1,0 +1,349 @@
+// model.cpp — jomoim._jomoim._Model and _Generation: the GPT-2 runtime for Python (pybind11).
+//
+// The compiled half of jomoim.Model (python/jomoim/model.py holds the public class, its text
+// handling, defaults and docstrings). This file only translates: a model directory becomes a
+// jomoim::GptModel + jomoim::Tokenizer; Python ints and bytes become token ids and back;
+// logits come back as NumPy arrays that own the engine's buffer (no copy). The rules of the
+// commands (apps/jomoim/cmd_model.cpp: the prompt's ids, predict's ranking, generate's loop)
+// are mirrored here step for step, so that the same arguments give the same numbers and ids;
+// explain() is jomoim::explain() itself (include/jomoim/explain.hpp), its JSON handed over as text.
+//
+// The GIL is released during every forward pass and while a model loads. A _Model is
+// immutable after loading and may be used from several Python threads at once (each call
+// makes its own KV cache); a _Generation holds its own cache and refuses a second thread that
+// calls it while a step runs. jomoim::Error propagates as jomoim.Error (a ValueError).
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "jomoim/explain.hpp"
+#include "jomoim/model.hpp"
+#include "jomoim/sampling.hpp"
+#include "jomoim/tokenizer.hpp"
+
+#ifndef JOMOIM_DEFAULT_MODEL_DIR
+#define JOMOIM_DEFAULT_MODEL_DIR "models/default"
+#endif
+
+namespace py = pybind11;
+
+namespace jomoim::python {
+namespace {
+
+std::string type_name(py::handle obj) {
+  const py::handle t = py::type::handle_of(obj);
+  const std::string module = py::str(t.attr("__module__")), name = py::str(t.attr("__qualname__"));
+  return module == "builtins" ? name : module + "." + name;
+}
+
+// One token id: a Python or NumPy integer within int32 (the vocabulary is the engine's to check).
+std::int32_t id_of(const std::string& name, py::handle item) {
+  PyObject* i = PyNumber_Index(item.ptr());  // operator.index: ints and NumPy ints, not floats
+  if (!i) {
+    PyErr_Clear();
+    throw py::type_error(name + ": expected an integer token id, got " + type_name(item));
+  }
+  int overflow = 0;
+  const long long n = PyLong_AsLongLongAndOverflow(i, &overflow);
+  Py_DECREF(i);
+  if (overflow || n < INT32_MIN || n > INT32_MAX)
+    throw Error(name + ": " + std::string(py::str(item)) + " is outside the range of token ids");
+  return static_cast<std::int32_t>(n);
+}
+
+// Token ids from any iterable of integers (a list, a tuple, a 1-D integer ndarray). Values
+// outside int32 are refused here; the vocabulary range is the engine's to check.
+std::vector<std::int32_t> ids_of(const char* name, py::handle obj) {
+  if (py::isinstance<py::array>(obj)) {
+    auto a = py::reinterpret_borrow<py::array>(obj);
+    const char kind = a.dtype().kind();
+    if (kind != 'i' && kind != 'u')
+      throw py::type_error(std::string(name) + ": expected integer token ids, got an array of dtype " +
+                           std::string(py::str(a.dtype())));
+    if (a.ndim() != 1)
+      throw Error(std::string(name) + ": expected a 1-D array of token ids, got " +
+                            std::to_string(a.ndim()) + " dimensions");
+  } else if (!py::isinstance<py::iterable>(obj) || py::isinstance<py::str>(obj) ||
+             py::isinstance<py::bytes>(obj)) {
+    throw py::type_error(std::string(name) + ": expected a sequence of integer token ids, got " + type_name(obj));
+  }
+  std::vector<std::int32_t> out;
+  for (py::handle item : obj) out.push_back(id_of(std::string(name) + "[" + std::to_string(out.size()) + "]", item));
+  return out;
+}
+
+// A float32 NumPy array of `shape` that owns `data` (moved onto the heap; freed with the array).
+py::array_t<float> owning_array(std::vector<float>&& data, std::vector<py::ssize_t> shape) {
+  auto* held = new std::vector<float>(std::move(data));
+  py::capsule owner(held, [](void* p) { delete static_cast<std::vector<float>*>(p); });
+  return py::array_t<float>(std::move(shape), held->data(), owner);
+}
+
+py::list id_list(const std::vector<std::int32_t>& ids) {
+  py::list l(ids.size());
+  for (std::size_t i = 0; i < ids.size(); ++i) l[i] = py::int_(ids[i]);
+  return l;
+}
+
+// The loaded model and tokenizer, shared by a _Model and the generations it started.
+struct Loaded {
+  GptModel model;
+  Tokenizer tokenizer;
+};
+
+// The prompt as ids, as the commands make it: an empty prompt starts from <|endoftext|> where
+// the vocabulary has one; longer than the context or ids beyond the model's vocabulary: Error.
+std::vector<std::int32_t> prompt_ids(const Loaded& m, const std::string& text) {
+  const GptConfig& c = m.model.config();
+  std::vector<std::int32_t> ids = m.tokenizer.encode(text);
+  if (ids.empty()) {
+    if (auto eos = m.tokenizer.eos_id()) ids.push_back(*eos);
+    else throw Error("the prompt is empty and the vocabulary has no <|endoftext|> token to start from");
+  }
+  if (static_cast<int>(ids.size()) > c.n_positions)
+    throw Error("the prompt has " + std::to_string(ids.size()) + " tokens, more than the model's context of " +
+                std::to_string(c.n_positions));
+  for (auto id : ids)
+    if (id >= c.vocab_size)
+      throw Error("the tokenizer produced id " + std::to_string(id) + " but the model's vocabulary has " +
+                  std::to_string(c.vocab_size) + " entries (vocab.json does not match config.json)");
+  return ids;
+}
+
+// One generation in progress: `jomoim generate`'s loop, one sampled token per step.
+class Generation {
+ public:
+  Generation(std::shared_ptr<const Loaded> m, std::vector<std::int32_t> prompt, int n, const SamplingOptions& so,
+             bool stop_at_eos)
+      : m_(std::move(m)), prompt_(std::move(prompt)), n_(n), sampler_(so), seed_(so.seed) {
+    if (stop_at_eos) eos_ = m_->tokenizer.eos_id();
+    const GptConfig& c = m_->model.config();
+    cache_ = KvCache(c, std::min<int>(c.n_positions, static_cast<int>(prompt_.size()) + n_));
+  }
+
+  // The next id, or nullopt when the generation has stopped (stop() says why).
+  std::optional<std::int32_t> next() {
+    if (busy_) throw Error("this generation is already running in another thread");
+    if (stop_) return std::nullopt;
+    busy_ = true;
+    try {
+      auto r = step();
+      busy_ = false;
+      return r;
+    } catch (...) {
+      busy_ = false;
+      stop_ = "error";
+      throw;
+    }
+  }
+
+  const std::vector<std::int32_t>& prompt() const { return prompt_; }
+  const std::vector<std::int32_t>& ids() const { return out_; }
+  const std::optional<std::string>& stop() const { return stop_; }
+  std::uint64_t seed() const { return seed_; }
+
+ private:
+  // Called with the GIL held; releases it for the forward pass.
+  std::optional<std::int32_t> step() {
+    const GptConfig& c = m_->model.config();
+    if (!started_) {
+      started_ = true;
+      py::gil_scoped_release unlocked;
+      logits_ = m_->model.forward(prompt_, cache_);
+    }
+    const int i = static_cast<int>(out_.size());
+    if (i >= n_) return finish("length");
+    if (pending_) {  // feed the previous token only now that another one is wanted
+      const std::int32_t one[1] = {*pending_};
+      pending_.reset();
+      py::gil_scoped_release unlocked;
+      logits_ = m_->model.forward(one, cache_);
+    }
+    // The sequence (prompt + generated) never grows past the model's context.
+    if (cache_.size() >= c.n_positions) return finish("context");
+    const std::int32_t next = sampler_.sample(logits_);
+    if (eos_ && next == *eos_) return finish("eos");
+    out_.push_back(next);
+    // Fed to the model only when a further token is asked for and fits: after the last token
+    // (n reached, or the context full, which the next step reports) there is no forward pass.
+    if (i + 1 < n_ && cache_.size() + 1 <= c.n_positions) pending_ = next;
+    return next;
+  }
+
+  std::optional<std::int32_t> finish(const char* why) {
+    stop_ = why;
+    return std::nullopt;
+  }
+
+  std::shared_ptr<const Loaded> m_;
+  std::vector<std::int32_t> prompt_;
+  int n_;
+  Sampler sampler_;
+  std::uint64_t seed_;
+  std::optional<std::int32_t> eos_;
+  KvCache cache_;
+  std::vector<float> logits_;
+  std::vector<std::int32_t> out_;
+  std::optional<std::int32_t> pending_;
+  std::optional<std::string> stop_;
+  bool started_ = false, busy_ = false;
+};
+
+class Model {
+ public:
+  explicit Model(const std::string& dir, int threads) {
+    if (threads < 0) throw Error("threads: expected a positive count or None, got " + std::to_string(threads));
+    py::gil_scoped_release unlocked;
+    // The tokenizer first, as the commands do: a directory without vocab.json says so.
+    Tokenizer tok = Tokenizer::load_dir(dir);
+    GptModel model = GptModel::load(dir);
+    model.set_threads(threads);
+    m_ = std::make_shared<const Loaded>(Loaded{std::move(model), std::move(tok)});
+  }
+
+  py::dict config() const {
+    const GptConfig& c = m_->model.config();
+    py::dict d;
+    d["n_layer"] = c.n_layer;
+    d["n_head"] = c.n_head;
+    d["n_embd"] = c.n_embd;
+    d["n_positions"] = c.n_positions;
+    d["vocab_size"] = c.vocab_size;
+    d["n_inner"] = c.n_inner > 0 ? py::object(py::int_(c.n_inner)) : py::object(py::none());
+    d["layer_norm_epsilon"] = c.layer_norm_epsilon;
+    d["activation_function"] = c.activation_function;
+    d["head_dim"] = c.head_dim();
+    return d;
+  }
+  std::int64_t parameter_count() const { return m_->model.config().parameter_count(); }
+  int threads() const { return m_->model.threads(); }
+  std::size_t tokenizer_size() const { return m_->tokenizer.vocab_size(); }
+  std::optional<std::int32_t> eos_id() const { return m_->tokenizer.eos_id(); }
+
+  py::list tokenize(const std::string& text) const {
+    std::vector<std::int32_t> ids;
+    {
+      py::gil_scoped_release unlocked;
+      ids = m_->tokenizer.encode(text);
+    }
+    return id_list(ids);
+  }
+  py::bytes decode(py::handle ids) const { return py::bytes(m_->tokenizer.decode(ids_of("ids", ids))); }
+  py::bytes token_bytes(py::handle id) const { return py::bytes(m_->tokenizer.token_bytes(id_of("id", id))); }
+  py::list prompt(const std::string& text) const { return id_list(prompt_ids(*m_, text)); }
+
+  py::array_t<float> logits(py::handle ids_obj) const {
+    const std::vector<std::int32_t> ids = ids_of("ids", ids_obj);
+    std::vector<float> l;
+    {
+      py::gil_scoped_release unlocked;
+      l = m_->model.logits(ids);
+    }
+    const py::ssize_t V = m_->model.config().vocab_size;
+    return owning_array(std::move(l), {static_cast<py::ssize_t>(ids.size()), V});
+  }
+
+  // `jomoim predict`: (prompt ids, [(id, probability, logit)] best first).
+  py::tuple predict(const std::string& text, int top) const {
+    if (top < 1) throw Error("top must be at least 1, got " + std::to_string(top));
+    const std::vector<std::int32_t> ids = prompt_ids(*m_, text);
+    std::vector<float> logits;
+    std::vector<double> p;
+    std::vector<std::int32_t> best;
+    {
+      py::gil_scoped_release unlocked;
+      KvCache cache(m_->model.config(), static_cast<int>(ids.size()));
+      logits = m_->model.forward(ids, cache);
+      p = softmax(logits);
+      best = top_ids(logits, top);
+    }
+    py::list rows;
+    for (auto id : best) rows.append(py::make_tuple(id, p[id], logits[id]));
+    return py::make_tuple(id_list(ids), rows);
+  }
+
+  // jomoim::explain() as the JSON text `jomoim explain --json` prints (model.py converts it).
+  std::string explain(const std::string& prompt, const std::string& notation, std::optional<int> layer,
+                      std::optional<int> head, const std::vector<int>& silence, bool swap_qk, int top,
+                      std::optional<std::string> compare, const std::string& model_name, bool matrices) const {
+    if (notation != "paper" && notation != "3b1b")
+      throw Error("notation: expected 'paper' or '3b1b', got '" + notation + "'");
+    ExplainOptions o;
+    o.notation = notation == "3b1b" ? ExplainNotation::col3b1b : ExplainNotation::paper;
+    o.layer = layer;
+    o.head = head;
+    o.silence = silence;
+    o.swap_qk = swap_qk;
+    o.top = top;
+    o.compare = std::move(compare);
+    o.model_name = model_name;
+    o.matrices = matrices;
+    py::gil_scoped_release unlocked;
+    return jomoim::explain(m_->model, m_->tokenizer, prompt, o).dump();
+  }
+
+  std::unique_ptr<Generation> generate(const std::string& text, int n, float temperature, int top_k, float top_p,
+                                       std::optional<std::uint64_t> seed, bool stop_at_eos) const {
+    if (n < 0) throw Error("n must be >= 0, got " + std::to_string(n));
+    SamplingOptions so;
+    so.temperature = temperature;
+    so.top_k = top_k;
+    so.top_p = top_p;
+    so.seed = seed ? *seed : (std::uint64_t{std::random_device{}()} << 32 | std::random_device{}());
+    so.validate();
+    return std::make_unique<Generation>(m_, prompt_ids(*m_, text), n, so, stop_at_eos);
+  }
+
+ private:
+  std::shared_ptr<const Loaded> m_;
+};
+
+}  // namespace
+
+void bind_model(py::module_& m) {
+  // Where the repository's default model is (the source tree this module was built from).
+  m.attr("_source_default_model_dir") = JOMOIM_DEFAULT_MODEL_DIR;
+  py::class_<Model>(m, "_Model",
+                    "The compiled core of jomoim.Model (see python/jomoim/model.py); text arguments are UTF-8 bytes.")
+      .def(py::init<const std::string&, int>(), py::arg("path"), py::arg("threads"))
+      .def_property_readonly("config", &Model::config)
+      .def_property_readonly("parameter_count", &Model::parameter_count)
+      .def_property_readonly("threads", &Model::threads)
+      .def_property_readonly("tokenizer_size", &Model::tokenizer_size)
+      .def_property_readonly("eos_id", &Model::eos_id)
+      .def("tokenize", &Model::tokenize, py::arg("text"))
+      .def("decode", &Model::decode, py::arg("ids"))
+      .def("token_bytes", &Model::token_bytes, py::arg("id"))
+      .def("prompt", &Model::prompt, py::arg("text"))
+      .def("logits", &Model::logits, py::arg("ids"))
+      .def("predict", &Model::predict, py::arg("text"), py::arg("top"))
+      .def("explain", &Model::explain, py::arg("prompt"), py::arg("notation"), py::arg("layer"), py::arg("head"),
+           py::arg("silence"), py::arg("swap_qk"), py::arg("top"), py::arg("compare"), py::arg("model_name"),
+           py::arg("matrices"))
+      .def("generate", &Model::generate, py::arg("text"), py::arg("n"), py::arg("temperature"), py::arg("top_k"),
+           py::arg("top_p"), py::arg("seed"), py::arg("stop_at_eos"));
+
+  py::class_<Generation>(m, "_Generation", "One generation in progress: iterate for the next token ids.")
+      .def("__iter__", [](py::object self) { return self; })
+      .def("__next__",
+           [](Generation& g) -> std::int32_t {
+             auto id = g.next();
+             if (!id) throw py::stop_iteration();
+             return *id;
+           })
+      .def_property_readonly("prompt_ids", [](const Generation& g) { return id_list(g.prompt()); })
+      .def_property_readonly("ids", [](const Generation& g) { return id_list(g.ids()); })
+      .def_property_readonly("stop", &Generation::stop)
+      .def_property_readonly("seed", &Generation::seed);
+}
+
+}  // namespace jomoim::python
