@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "jomoim/bpe_train.hpp"
 #include "jomoim/model.hpp"
 #include "jomoim/tokenizer.hpp"
@@ -216,6 +218,19 @@ TEST_F(Trainer, LossFallsRunsAreDeterministicAndResumeLosesNothing) {
   EXPECT_GT(a.history[19].val_loss, 0);
   EXPECT_GT(a.history[39].val_loss, 0);
   EXPECT_LT(a.history[39].val_loss, a.history[0].loss);
+
+  // trainer.json records exactly the losses the run returned.
+  {
+    std::ifstream in(root_ / "a" / "trainer.json");
+    const auto st = nlohmann::json::parse(in);
+    ASSERT_EQ(st["history"].size(), a.history.size());
+    for (std::size_t i = 0; i < a.history.size(); ++i) {
+      ASSERT_EQ(st["history"][i]["loss"].get<double>(), a.history[i].loss) << i;
+      ASSERT_EQ(st["history"][i]["step"].get<std::int64_t>(), a.history[i].step) << i;
+    }
+    EXPECT_EQ(st["step"].get<std::int64_t>(), 40);
+    EXPECT_GT(st["bigram_val_loss"].get<double>(), 0.0);
+  }
 
   // The same run again: identical losses.
   const TrainResult b = train_gpt(options("b"));

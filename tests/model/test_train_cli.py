@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""`jomoim train` from the command line: Ctrl-C (SIGINT) saves a checkpoint and exits 130, the
+checkpoint is a model directory the other commands load, --resume continues from it, and bad
+options are refused with one line.
+
+    test_train_cli.py JOMOIM_EXE
+"""
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+EXE = None
+
+
+def write_corpus(d):
+    os.makedirs(d, exist_ok=True)
+    rng = random.Random(3)
+    words = "the cat dog group project has wants sees a lot of work ideas quiet room".split()
+    for i in range(12):
+        with open(os.path.join(d, f"doc{i:02d}.txt"), "w") as f:
+            f.write(" ".join(rng.choice(words) for _ in range(600)) + ".\n")
+
+
+SMALL = ["--vocab-size", "300", "--layers", "1", "--heads", "2", "--embd", "16", "--context", "16",
+         "--batch", "2", "--seq", "16", "--eval-every", "1000000", "--eval-batches", "1", "--threads", "1",
+         "--log-every", "1", "--val-fraction", "0.1"]
+
+
+class TrainCli(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.data = os.path.join(self.tmp.name, "data")
+        write_corpus(self.data)
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def interrupt_after(self, args, min_step):
+        """Starts `jomoim train`, sends SIGINT once it reports step >= min_step, returns (rc, stderr)."""
+        p = subprocess.Popen([EXE, "train", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        lines = []
+        deadline = time.time() + 120
+        for line in p.stderr:
+            lines.append(line)
+            if line.startswith("step "):
+                step = int(line.split()[1].split("/")[0])
+                if step >= min_step:
+                    p.send_signal(signal.SIGINT)
+                    break
+            if time.time() > deadline:
+                p.kill()
+                self.fail("no progress line within 120 s")
+        rest_out, rest_err = p.communicate(timeout=120)
+        return p.returncode, "".join(lines) + rest_err
+
+    def step_of(self, out):
+        with open(os.path.join(out, "trainer.json")) as f:
+            return json.load(f)["step"]
+
+    def test_ctrl_c_saves_and_resume_continues(self):
+        out = os.path.join(self.tmp.name, "run")
+        args = ["--data", self.data, "--out", out, "--steps", "1000000", *SMALL]
+        rc, err = self.interrupt_after(args, 5)
+        self.assertEqual(rc, 130, err)
+        self.assertIn("--resume", err)
+        first = self.step_of(out)
+        self.assertGreaterEqual(first, 5)
+        # The checkpoint is a model directory every command reads.
+        p = subprocess.run([EXE, "predict", "--model", out, "--json", "the cat"], capture_output=True, text=True)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(len(json.loads(p.stdout)["top"]), 10)
+        # Resuming continues from the saved step, and the history keeps every step once.
+        rc, err = self.interrupt_after([*args, "--resume"], first + 3)
+        self.assertEqual(rc, 130, err)
+        self.assertIn(f"resuming at step {first}", err)
+        second = self.step_of(out)
+        self.assertGreater(second, first)
+        with open(os.path.join(out, "trainer.json")) as f:
+            steps = [r["step"] for r in json.load(f)["history"]]
+        self.assertEqual(steps, list(range(1, second + 1)))
+
+    def test_refusals_are_one_line(self):
+        out = os.path.join(self.tmp.name, "r")
+        cases = [
+            (["--out", out, *SMALL], "--data"),
+            (["--data", os.path.join(self.tmp.name, "nope"), "--out", out, *SMALL], "no such file"),
+            (["--data", self.data, "--out", out, *SMALL, "--seq", "64"], "--seq"),
+            (["--data", self.data, "--out", out, *SMALL, "--vocab-size", "10"], "--vocab-size"),
+            (["--data", self.data, "--out", out, *SMALL, "--lr", "-1"], "--lr"),
+        ]
+        for args, word in cases:
+            p = subprocess.run([EXE, "train", *args], capture_output=True, text=True, timeout=120)
+            self.assertNotEqual(p.returncode, 0, args)
+            self.assertTrue(p.stderr.startswith("jomoim: error:"), (args, p.stderr))
+            self.assertEqual(p.stderr.count("\n"), 1, (args, p.stderr))
+            self.assertIn(word, p.stderr, args)
+        # A finished run is not overwritten without --resume.
+        done = os.path.join(self.tmp.name, "done")
+        p = subprocess.run([EXE, "train", "--data", self.data, "--out", done, "--steps", "2", *SMALL],
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        p = subprocess.run([EXE, "train", "--data", self.data, "--out", done, "--steps", "2", *SMALL],
+                           capture_output=True, text=True, timeout=120)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("--resume", p.stderr)
+
+
+if __name__ == "__main__":
+    EXE = sys.argv[1]
+    unittest.main(argv=[sys.argv[0], "-v"])
