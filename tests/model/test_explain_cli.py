@@ -196,7 +196,6 @@ class ExplainJson(unittest.TestCase):
             (["--model", os.path.join(ROOT, "no-such-model"), SEED], "no such directory"),
             (["--model", os.path.join(ROOT, "manifest.json"), SEED], "not a directory"),
             (["--model", ROOT, SEED], "vocab.json"),
-            ([SEED], "no default model"),
         ]
         for args, part in cases:
             for extra in ([], ["--json"]):
@@ -207,6 +206,17 @@ class ExplainJson(unittest.TestCase):
                 self.assertEqual(err.count("\n"), 1, (args, err))
                 self.assertTrue(err.startswith("jomoim: error: "), err)
                 self.assertIn(part, err, args)
+        # Without --model: $JOMOIM_MODEL when set (and refused when it names nothing), else the
+        # repository's default model.
+        p = run(SEED, ok=False, env={"JOMOIM_MODEL": os.path.join(ROOT, "no-such-model")})
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("JOMOIM_MODEL", p.stderr.decode())
+        self.assertEqual(p.stderr.decode().count("\n"), 1)
+        p = run(SEED, "--json", ok=False, env={"JOMOIM_MODEL": ""})
+        if p.returncode == 0:
+            self.assertTrue(json.loads(p.stdout)["model"]["name"].endswith(os.path.join("models", "default")))
+        else:
+            self.assertIn("no default model", p.stderr.decode())
 
 
 class ExplainTerminal(unittest.TestCase):
