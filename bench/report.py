@@ -312,7 +312,17 @@ def main():
     if a.markdown == "-":
         sys.stdout.write(md)
     else:
-        pathlib.Path(a.markdown).write_text(md)
+        path = pathlib.Path(a.markdown)
+        # Sections other parts of the project added after the engine's own (Python, MPI, the
+        # GPT runtime, training...) are kept as they are: this script only owns its sections.
+        if path.exists():
+            own = {"Results", "Noise and drift", "Failures", "Machine", "Reproduce", "Method"}
+            lines = path.read_text().splitlines(keepends=True)
+            for i, ln in enumerate(lines):
+                if ln.startswith("## ") and ln[3:].strip() not in own:
+                    md = md.rstrip("\n") + "\n\n" + "".join(lines[i:])
+                    break
+        path.write_text(md)
     return 0
 
 
