@@ -1,15 +1,14 @@
 // Hugging Face GPT-2 model directories: config.json + model.safetensors, read and written.
 // See GptModel::load and save_gpt2_checkpoint in include/jomoim/model.hpp.
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <string>
 #include <system_error>
-#include <unistd.h>
 #include <vector>
 
 #include "jomoim/model.hpp"
 #include "jomoim/safetensors.hpp"
+#include "formats/atomic_file.hpp"
 
 namespace jomoim {
 namespace {
@@ -127,23 +126,7 @@ void save_gpt2_checkpoint(const fs::path& dir, const GptConfig& c, const GptPara
   for (const auto& [k, v] : metadata) meta[k] = v;
   write_safetensors(dir / "model.safetensors", t, meta);
 
-  // config.json, atomically.
-  const fs::path cfg = dir / "config.json";
-  const fs::path tmp = dir / (".config.json.tmp." + std::to_string(::getpid()));
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << c.to_json();
-    out.close();
-    if (!out) {
-      fs::remove(tmp, ec);
-      throw Error(cfg.string() + ": cannot write");
-    }
-  }
-  fs::rename(tmp, cfg, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    throw Error(cfg.string() + ": cannot write: " + ec.message());
-  }
+  detail::write_text_atomic(dir / "config.json", c.to_json());
 }
 
 }  // namespace jomoim

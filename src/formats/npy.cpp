@@ -8,12 +8,13 @@
 // the span it is given, bounds its recursion, and checks every size computation for overflow.
 #include "jomoim/npy.hpp"
 
+#include "formats/atomic_file.hpp"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <bit>
 #include <cerrno>
 #include <cstdio>
@@ -408,37 +409,6 @@ std::string make_header(std::span<const std::int64_t> shape) {
   return h;
 }
 
-bool write_all(int fd, const void* buf, std::size_t n) {
-  const char* p = static_cast<const char*>(buf);
-  while (n > 0) {
-    const ssize_t w = ::write(fd, p, std::min<std::size_t>(n, std::size_t(1) << 30));
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return false;
-    p += w;
-    n -= std::size_t(w);
-  }
-  return true;
-}
-
-bool write_floats(int fd, const float* data, std::uint64_t count) {
-  if constexpr (std::endian::native == std::endian::little) {
-    return write_all(fd, data, count * sizeof(float));
-  } else {  // '<f4' is little-endian: swap each float's bytes, a block at a time
-    std::uint32_t block[4096];
-    for (std::uint64_t i = 0; i < count;) {
-      const std::size_t n = std::size_t(std::min<std::uint64_t>(count - i, 4096));
-      for (std::size_t j = 0; j < n; ++j) {
-        std::uint32_t u;
-        std::memcpy(&u, data + i + j, 4);
-        block[j] = __builtin_bswap32(u);
-      }
-      if (!write_all(fd, block, n * 4)) return false;
-      i += n;
-    }
-    return true;
-  }
-}
-
 }  // namespace
 
 NpyInfo parse_npy_info(std::span<const std::byte> bytes, std::uint64_t file_size, const std::string& name) {
@@ -636,35 +606,11 @@ void write_npy(const std::filesystem::path& path, std::span<const std::int64_t> 
   preamble += char(header.size() >> 8);
   preamble += header;
 
-  // The temporary file sits next to the target so that rename() is atomic (same file system),
-  // starts with '.' so that it stays out of the way, and is unique per process and call.
-  // open() with mode 0666 lets the umask decide the permissions, as for any new file.
-  static std::atomic<unsigned> serial{0};
-  const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : ".";
-  const std::string stem = "." + path.filename().string().substr(0, 100) + ".tmp-" + std::to_string(::getpid()) + "-";
-  std::filesystem::path tmp;
-  int fd = -1;
-  for (int attempt = 0; fd < 0; ++attempt) {
-    tmp = dir / (stem + std::to_string(serial++));
-    fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd < 0 && (errno != EEXIST || attempt == 100))
-      fail(name, "cannot write: cannot create a temporary file in '" + dir.string() + "': " +
-                     std::strerror(errno));
-  }
-  auto give_up = [&](const char* step) {
-    const int err = errno;
-    if (fd >= 0) ::close(fd);
-    ::unlink(tmp.c_str());
-    fail(name, std::string("cannot write: ") + step + ": " + std::strerror(err));
-  };
-  if (!write_all(fd, preamble.data(), preamble.size())) give_up("writing the header");
-  if (!write_floats(fd, data, count)) give_up("writing the data");
-  // On disk before the rename makes it visible, so a crash leaves the old file or the new one.
-  if (::fsync(fd) != 0) give_up("flushing to disk");
-  const int closed = ::close(fd);
-  fd = -1;
-  if (closed != 0) give_up("closing the file");
-  if (::rename(tmp.c_str(), path.c_str()) != 0) give_up("replacing the file");
+  detail::write_file_atomic(path, name, [&](int fd) -> const char* {
+    if (!detail::write_all(fd, preamble.data(), preamble.size())) return "writing the header";
+    if (!detail::write_floats_le(fd, data, count)) return "writing the data";
+    return nullptr;
+  });
 }
 
 void write_npy(const std::filesystem::path& path, const NpyArray& a) {

@@ -10,13 +10,14 @@
 // the file in a message is escaped and clipped so that messages stay one short line.
 #include "jomoim/safetensors.hpp"
 
+#include "formats/atomic_file.hpp"
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <bit>
 #include <cerrno>
 #include <cstdio>
@@ -289,37 +290,6 @@ TensorInfo parse_entry(const std::string& key, const json& v, const std::string&
 }
 
 // ------------------------------------------------------------------------------ writing
-
-bool write_all(int fd, const void* buf, std::size_t n) {
-  const char* p = static_cast<const char*>(buf);
-  while (n > 0) {
-    const ssize_t w = ::write(fd, p, std::min<std::size_t>(n, std::size_t(1) << 30));
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return false;
-    p += w;
-    n -= std::size_t(w);
-  }
-  return true;
-}
-
-bool write_floats_le(int fd, const float* data, std::uint64_t count) {
-  if constexpr (std::endian::native == std::endian::little) {
-    return write_all(fd, data, std::size_t(count * sizeof(float)));
-  } else {
-    std::uint32_t block[4096];
-    for (std::uint64_t i = 0; i < count;) {
-      const std::size_t n = std::size_t(std::min<std::uint64_t>(count - i, 4096));
-      for (std::size_t j = 0; j < n; ++j) {
-        std::uint32_t u;
-        std::memcpy(&u, data + i + j, 4);
-        block[j] = __builtin_bswap32(u);
-      }
-      if (!write_all(fd, block, n * 4)) return false;
-      i += n;
-    }
-    return true;
-  }
-}
 
 }  // namespace
 
@@ -602,34 +572,13 @@ void write_safetensors(const std::filesystem::path& path, std::span<const Tensor
   unsigned char length[8];
   for (int i = 0; i < 8; ++i) length[i] = static_cast<unsigned char>(std::uint64_t(text.size()) >> (8 * i));
 
-  // Temporary file next to the target (rename is atomic within a file system), hidden, unique
-  // per process and call; mode 0666 lets the umask decide, as for any new file.
-  static std::atomic<unsigned> serial{0};
-  const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : ".";
-  const std::string stem =
-      "." + path.filename().string().substr(0, 100) + ".tmp-" + std::to_string(::getpid()) + "-";
-  std::filesystem::path tmp;
-  int fd = -1;
-  for (int attempt = 0; fd < 0; ++attempt) {
-    tmp = dir / (stem + std::to_string(serial++));
-    fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd < 0 && (errno != EEXIST || attempt == 100))
-      refuse("cannot create a temporary file in '" + dir.string() + "': " + std::strerror(errno));
-  }
-  auto give_up = [&](const char* step) {
-    const int err = errno;
-    if (fd >= 0) ::close(fd);
-    ::unlink(tmp.c_str());
-    refuse(std::string(step) + ": " + std::strerror(err));
-  };
-  if (!write_all(fd, length, 8) || !write_all(fd, text.data(), text.size())) give_up("writing the header");
-  for (std::size_t i = 0; i < tensors.size(); ++i)
-    if (!write_floats_le(fd, tensors[i].data, counts[i])) give_up("writing the data");
-  if (::fsync(fd) != 0) give_up("flushing to disk");
-  const int closed = ::close(fd);
-  fd = -1;
-  if (closed != 0) give_up("closing the file");
-  if (::rename(tmp.c_str(), path.c_str()) != 0) give_up("replacing the file");
+  detail::write_file_atomic(path, name, [&](int fd) -> const char* {
+    if (!detail::write_all(fd, length, 8) || !detail::write_all(fd, text.data(), text.size()))
+      return "writing the header";
+    for (std::size_t i = 0; i < tensors.size(); ++i)
+      if (!detail::write_floats_le(fd, tensors[i].data, counts[i])) return "writing the data";
+    return nullptr;
+  });
 }
 
 }  // namespace jomoim

@@ -9,10 +9,10 @@
 #include <unordered_map>
 #include <sstream>
 #include <system_error>
-#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
+#include "formats/atomic_file.hpp"
 #include "jomoim/bpe_train.hpp"
 #include "jomoim/safetensors.hpp"
 #include "jomoim/tokenizer.hpp"
@@ -59,26 +59,6 @@ std::string read_file(const fs::path& p) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
-}
-
-void write_text_atomic(const fs::path& path, const std::string& text) {
-  const fs::path tmp = path.parent_path() / ("." + path.filename().string() + ".tmp." + std::to_string(::getpid()));
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << text;
-    out.close();
-    if (!out) {
-      std::error_code ec;
-      fs::remove(tmp, ec);
-      throw Error(path.string() + ": cannot write");
-    }
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    throw Error(path.string() + ": cannot write: " + ec.message());
-  }
 }
 
 json options_json(const TrainOptions& o) {
@@ -281,7 +261,7 @@ TrainResult train_gpt(const TrainOptions& opt, const TrainCallbacks& cb) {
     const json st = {{"version", 1}, {"step", step}, {"options", options_json(opt)}, {"history", hist},
                      {"train_tokens", result.train_tokens}, {"val_tokens", result.val_tokens},
                      {"bigram_val_loss", result.bigram_val_loss}, {"seconds", seconds_before + elapsed_now()}};
-    write_text_atomic(state_path, st.dump(1) + "\n");
+    detail::write_text_atomic(state_path, st.dump(1) + "\n");
   };
 
   const int B = opt.batch, T = opt.seq;
