@@ -51,6 +51,37 @@ constexpr size_t kNV = 2;
 constexpr size_t kMR = 4;
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
+// Scores are kept in base-2 units: the queries are packed pre-multiplied by scale * log2(e)
+// (and a bias by log2(e)), so every exponential of the softmax is 2^x of a non-positive x,
+// which needs no range check beyond a clamp. lse is converted back to natural units.
+constexpr float kLog2e = 1.44269504088896340736f;
+constexpr float kLn2 = 0.69314718055994530942f;
+
+// 2^x for x <= 0 (and x = -inf gives +0), about 1 ulp: x = n + f with n = round(x),
+// f in [-1/2, 1/2]; 2^f by a degree-6 polynomial (relative error 1.0e-7 in float arithmetic,
+// fitted here for 2^f with the constant term fixed at 1, so 2^0 = 1 exactly), times 2^n by
+// adding n to the exponent field. Adding 1.5 * 2^23 rounds x to an integer in the low mantissa
+// bits, whose shift by 23 is n's exponent increment (two's complement wraps correctly). The
+// clamp at -127 makes -inf exactly +0 (n = -127, f = 0); x in (-127, -126) gives a denormal
+// of about the right size. 14 operations against about 25 for a general exp. A NaN stays NaN
+// (x86 max returns its second operand when one is NaN).
+HWY_INLINE VF Exp2NonPositive(DF df, VF x) {
+  const hn::RebindToSigned<DF> di;
+  x = hn::Max(hn::Set(df, -127.0f), x);
+  const VF magic = hn::Set(df, 12582912.0f);
+  const VF shifted = hn::Add(x, magic);
+  const VF f = hn::Sub(x, hn::Sub(shifted, magic));
+  VF p = hn::Set(df, 1.5353361959569156e-4f);
+  p = hn::MulAdd(p, f, hn::Set(df, 1.3398875016719103e-3f));
+  p = hn::MulAdd(p, f, hn::Set(df, 9.61843691766262e-3f));
+  p = hn::MulAdd(p, f, hn::Set(df, 5.5503323674201965e-2f));
+  p = hn::MulAdd(p, f, hn::Set(df, 2.4022647738456726e-1f));
+  p = hn::MulAdd(p, f, hn::Set(df, 6.931471824645996e-1f));
+  p = hn::MulAdd(p, f, hn::Set(df, 1.0f));
+  const auto e = hn::ShiftLeft<23>(hn::BitCast(di, shifted));
+  return hn::BitCast(df, hn::Add(hn::BitCast(di, p), e));
+}
+
 // Everything below is instantiated for each tile shape of plan.hpp: kBlockQ query rows by
 // kBlockK keys.
 template <std::int64_t kBlockQ, std::int64_t kBlockK>
@@ -185,14 +216,14 @@ struct Tiled {
     return hn::GetLane(hn::MaxOfLanes(df, m));
   }
 
-  // x[c] = exp(x[c] - shift) (exp(-inf) = 0); returns the sum. n is a multiple of the lanes.
+  // x[c] = 2^(x[c] - shift) (2^-inf = 0; shift >= every x[c]); returns the sum. n is a multiple of the lanes.
   static HWY_INLINE float ExpShiftedSum(float* x, size_t n, float shift) {
     const DF df;
     const size_t L = hn::Lanes(df);
     const VF vs = hn::Set(df, shift);
     VF sum = hn::Zero(df);
     for (size_t c = 0; c < n; c += L) {
-      const VF e = hn::Exp(df, hn::Sub(hn::Load(df, x + c), vs));
+      const VF e = Exp2NonPositive(df, hn::Sub(hn::Load(df, x + c), vs));
       hn::Store(e, df, x + c);
       sum = hn::Add(sum, e);
     }
@@ -256,7 +287,7 @@ struct Tiled {
     float* st;     // S^T then P^T [kBlockK, kBlockQ]; S then P [kBlockQ, kBlockK] when direct
     float* acc;    // unnormalised output [kBlockQ, dvp]
     float* m;      // running row maximum [kBlockQ]
-    float* l;      // running row sum of exp(score - m) [kBlockQ]
+    float* l;      // running row sum of 2^(score - m) [kBlockQ] (scores in base 2)
     float* alpha;  // per-tile rescale factors [kBlockQ]
     size_t dvp;    // Dv rounded up to whole vectors
     size_t cols;   // the block's rows rounded up to whole vectors
@@ -294,19 +325,21 @@ struct Tiled {
   static inline void PackQueries(const Problem& p, const Rows& rows, const Buffers& buf) {
     const std::int64_t D = p.s.D;
     const std::int64_t sd = p.q.strides[3];
+    const float scale2 = p.s.scale * kLog2e;  // scores in base-2 units
     for (std::int64_t r = 0; r < rows.n; ++r) {
       const float* qr = p.q.data + rows.b * p.q.strides[0] + rows.head[r] * p.q.strides[1] + rows.pos[r] * p.q.strides[2];
       if (buf.direct) {
-        for (std::int64_t d = 0; d < D; ++d) buf.qp[r * D + d] = p.s.scale * qr[d * sd];
+        for (std::int64_t d = 0; d < D; ++d) buf.qp[r * D + d] = scale2 * qr[d * sd];
       } else {
-        for (std::int64_t d = 0; d < D; ++d) buf.qt[d * kBlockQ + r] = p.s.scale * qr[d * sd];
+        for (std::int64_t d = 0; d < D; ++d) buf.qt[d * kBlockQ + r] = scale2 * qr[d * sd];
       }
     }
     if (!buf.direct)
       for (std::int64_t d = 0; d < D; ++d) std::fill(buf.qt + d * kBlockQ + rows.n, buf.qt + d * kBlockQ + buf.cols, 0.0f);
   }
 
-  // Scores of the keys [t0, t0 + tl) for every row, as S^T: st[j][r] = scale * q_r . k_j + bias,
+  // Scores of the keys [t0, t0 + tl) for every row, as S^T, in base-2 units:
+  // st[j][r] = log2(e) (scale q_r . k_j + bias),
   // and -inf where the key is masked for the row. Queries must already be packed.
   static inline void TileScores(const Problem& p, const Rows& rows, std::int64_t t0, std::int64_t tl, const Buffers& buf) {
     const AttentionShape& s = p.s;
@@ -332,15 +365,15 @@ struct Tiled {
         const float* brow = p.bias.data + rows.b * p.bias.strides[0] + rows.head[r] * p.bias.strides[1] +
                             rows.pos[r] * p.bias.strides[2] + t0 * p.bias.strides[3];
         const std::int64_t bs = p.bias.strides[3];
-        for (std::int64_t j = 0; j < end; ++j) sr[j * pl.pj] += brow[j * bs];
+        for (std::int64_t j = 0; j < end; ++j) sr[j * pl.pj] += kLog2e * brow[j * bs];
       }
       for (std::int64_t j = end; j < stop; ++j) sr[j * pl.pj] = kNegInf;
     }
   }
 
   // Online softmax step over one tile of S^T [tl, cols], vectorised across rows:
-  //   m' = max(m, max_j s_j),  p_j = exp(s_j - m'),  l' = l e^(m - m') + sum_j p_j,
-  // leaving P^T in st and the factors e^(m - m') in alpha. Rows that have seen no unmasked key
+  //   m' = max(m, max_j s_j),  p_j = 2^(s_j - m'),  l' = l 2^(m - m') + sum_j p_j,
+  // leaving P^T in st and the factors 2^(m - m') in alpha. Rows that have seen no unmasked key
   // keep m = -inf and get p = 0, alpha = 1 (no -inf - -inf).
   static inline void SoftmaxStep(const Buffers& buf, std::int64_t tl) {
     const DF df;
@@ -348,18 +381,36 @@ struct Tiled {
     const VF neg_inf = hn::Set(df, kNegInf);
     for (size_t x = 0; x < buf.cols; x += L) {
       const VF m_old = hn::Load(df, buf.m + x);
-      VF m_new = m_old;
-      for (std::int64_t j = 0; j < tl; ++j) m_new = hn::Max(m_new, hn::Load(df, buf.st + j * kBlockQ + x));
+      // Two independent chains each for the maximum and the sum (half the latency-bound length).
+      VF m_a = m_old, m_b = m_old;
+      std::int64_t j = 0;
+      for (; j + 2 <= tl; j += 2) {
+        m_a = hn::Max(m_a, hn::Load(df, buf.st + j * kBlockQ + x));
+        m_b = hn::Max(m_b, hn::Load(df, buf.st + (j + 1) * kBlockQ + x));
+      }
+      if (j < tl) m_a = hn::Max(m_a, hn::Load(df, buf.st + j * kBlockQ + x));
+      const VF m_new = hn::Max(m_a, m_b);
       const auto seen = hn::Ne(m_new, neg_inf);
       const VF shift = hn::IfThenElseZero(seen, m_new);
-      VF sum = hn::Zero(df);
-      for (std::int64_t j = 0; j < tl; ++j) {
-        float* sj = buf.st + j * kBlockQ + x;
-        const VF e = hn::Exp(df, hn::Sub(hn::Load(df, sj), shift));
-        hn::Store(e, df, sj);
-        sum = hn::Add(sum, e);
+      VF sum_a = hn::Zero(df), sum_b = hn::Zero(df);
+      for (j = 0; j + 2 <= tl; j += 2) {
+        float* s0 = buf.st + j * kBlockQ + x;
+        float* s1 = s0 + kBlockQ;
+        const VF e0 = Exp2NonPositive(df, hn::Sub(hn::Load(df, s0), shift));
+        const VF e1 = Exp2NonPositive(df, hn::Sub(hn::Load(df, s1), shift));
+        hn::Store(e0, df, s0);
+        hn::Store(e1, df, s1);
+        sum_a = hn::Add(sum_a, e0);
+        sum_b = hn::Add(sum_b, e1);
       }
-      const VF alpha = hn::IfThenElse(seen, hn::Exp(df, hn::Sub(m_old, shift)), hn::Set(df, 1.0f));
+      if (j < tl) {
+        float* s0 = buf.st + j * kBlockQ + x;
+        const VF e0 = Exp2NonPositive(df, hn::Sub(hn::Load(df, s0), shift));
+        hn::Store(e0, df, s0);
+        sum_a = hn::Add(sum_a, e0);
+      }
+      const VF sum = hn::Add(sum_a, sum_b);
+      const VF alpha = hn::IfThenElse(seen, Exp2NonPositive(df, hn::Sub(m_old, shift)), hn::Set(df, 1.0f));
       hn::Store(hn::MulAdd(hn::Load(df, buf.l + x), alpha, sum), df, buf.l + x);
       hn::Store(m_new, df, buf.m + x);
       hn::Store(alpha, df, buf.alpha + x);
@@ -377,14 +428,14 @@ struct Tiled {
         continue;
       }
       const float sum = ExpShiftedSum(sr, kBlockK, m_new);
-      buf.alpha[r] = std::exp(buf.m[r] - m_new);  // exp(-inf) = 0 on the first visible tile
+      buf.alpha[r] = std::exp2(buf.m[r] - m_new);  // 2^-inf = 0 on the first visible tile
       buf.l[r] = buf.l[r] * buf.alpha[r] + sum;
       buf.m[r] = m_new;
     }
   }
 
   // Online softmax over the keys [k0, k1) for every row of the block: leaves the running
-  // maximum m, the sum l of exp(score - m) and the unnormalised output acc in buf.
+  // maximum m, the sum l of 2^(score - m) and the unnormalised output acc in buf.
   static inline void AttendKeys(const Problem& p, const Rows& rows, std::int64_t k0, std::int64_t k1, const Buffers& buf) {
     const AttentionShape& s = p.s;
     std::fill(buf.m, buf.m + kBlockQ, kNegInf);
@@ -423,10 +474,10 @@ struct Tiled {
     const float inv = l > 0 ? 1.0f / l : 0.0f;
     float* o = p.out.data + b * p.out.strides[0] + h * p.out.strides[1] + i * p.out.strides[2];
     for (std::int64_t e = 0; e < p.s.Dv; ++e) o[e * p.out.strides[3]] = acc[e] * inv;
-    if (p.has_lse) p.lse(b, h, i) = l > 0 ? m + std::log(l) : kNegInf;
+    if (p.has_lse) p.lse(b, h, i) = l > 0 ? m * kLn2 + std::log(l) : kNegInf;  // m is base 2
   }
 
-  // Second pass for the probabilities output: probs[row][j] = exp(score - m) / l, zero where
+  // Second pass for the probabilities output: probs[row][j] = 2^(score - m) / l, zero where
   // masked or where the row saw no key. Needs each row's final m and l in buf.
   static inline void WriteProbs(const Problem& p, const Rows& rows, const Buffers& buf) {
     const DF df;
@@ -452,7 +503,7 @@ struct Tiled {
           const VF shift = hn::IfThenElseZero(seen, m);
           for (std::int64_t j = 0; j < tl; ++j) {
             float* sj = buf.st + j * kBlockQ + x;
-            hn::Store(hn::Mul(hn::Exp(df, hn::Sub(hn::Load(df, sj), shift)), inv), df, sj);
+            hn::Store(hn::Mul(Exp2NonPositive(df, hn::Sub(hn::Load(df, sj), shift)), inv), df, sj);
           }
         }
       }
@@ -511,7 +562,7 @@ struct Tiled {
         for (std::int64_t sp = 0; sp < plan.splits; ++sp) {
           const size_t at = size_t(item * plan.splits + sp) * kBlockQ + r;
           if (parts.l[at] == 0) continue;
-          const float w = std::exp(parts.m[at] - M);
+          const float w = std::exp2(parts.m[at] - M);
           l += parts.l[at] * w;
           const float* a = parts.acc.data() + at * parts.dvp;
           for (size_t e = 0; e < buf.dvp; ++e) acc[e] += a[e] * w;
