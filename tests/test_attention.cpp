@@ -287,6 +287,21 @@ std::vector<Case> table() {
     m.key_lengths = KeyLens::mixed;
     m.want_probs = false;
     add("decode", m);
+    // The direct kernel's row groups (4, 2, 1: rows 3, 5 and 7 use every remainder), D with a
+    // scalar tail, and Dv wider than one pass of the single-row value kernel (2 x kNV vectors)
+    // with a remainder after it.
+    Case r3 = make({1, 3, 1, 1, 1025, 72, 144});
+    r3.threads = th;
+    r3.want_probs = false;
+    add("decode", r3);
+    Case r5 = make({1, 10, 2, 1, 1025, 36, 256});
+    r5.threads = th;
+    r5.key_lengths = KeyLens::mixed;
+    add("decode", r5);
+    Case r7 = make({2, 14, 2, 1, 1025, 128, 200});
+    r7.threads = th;
+    r7.want_probs = false;
+    add("decode", r7);
     Case w = make({1, 1, 1, 1, 1025, 32, 32});  // no lse either
     w.threads = th;
     w.want_probs = w.want_lse = false;
