@@ -90,6 +90,23 @@ def render(records):
     sgemm_gflops = max(r["gflops"] for r in sgemm) if sgemm else None
     copy_gbs = max(r["copy_gbs"] for r in copy) if copy else None
     passes = sorted({r["pass"] for r in records if "pass" in r})
+    # The ceilings measured right before each shape of each pass, for ratios side by side.
+    copy_at = {(r.get("pass"), r.get("shape_no")): r["copy_gbs"] for r in copy}
+
+    def side_by_side(g, field, ceiling_at):
+        """jomoim's rate in each pass over the ceiling measured next to it (same pass, same shape)."""
+        out = []
+        for r in g.ok_runs:
+            c = ceiling_at.get((r.get("pass"), r.get("shape_no")))
+            if c and r.get(field):
+                out.append(r[field] / c)
+        return out
+
+    def pct_range(ratios):
+        if not ratios:
+            return ""
+        lo, hi = 100 * min(ratios), 100 * max(ratios)
+        return f" ({lo:.0f}%)" if len(ratios) == 1 or round(lo) == round(hi) else f" ({lo:.0f}–{hi:.0f}%)"
 
     groups, shapes = {}, []
     for r in records:
@@ -157,10 +174,17 @@ def render(records):
     decode = [(k, groups.get(("jomoim", "", k))) for k in shapes if k[3] == 1]
     if copy_gbs and any(g and g.status == "ok" for _, g in decode):
         p(f"Decode is bound by memory, not arithmetic: each call must stream K and V once. Memory-copy "
-          f"bandwidth on {threads} threads is {copy_gbs:.1f} GB/s (bytes read + written, best of "
-          f"{len(copy)}); jomoim's decode moves q, K, V and out at " + ", ".join(
-              f"{g.best['gbs']:.1f} GB/s ({100 * g.best['gbs'] / copy_gbs:.0f}%) for {shape_label(shape_rec[k])}"
-              for k, g in decode if g and g.status == "ok") + ".")
+          f"bandwidth on {threads} threads is {copy_gbs:.1f} GB/s at best (bytes read + written, best of "
+          f"{len(copy)} samples; the VM's bandwidth drifts, see Noise and drift); jomoim's decode moves "
+          f"q, K, V and out at " + ", ".join(
+              f"{g.best['gbs']:.1f} GB/s ({100 * g.best['gbs'] / copy_gbs:.0f}% of that best) for "
+              f"{shape_label(shape_rec[k])}" for k, g in decode if g and g.status == "ok") + ".")
+        p("")
+        p("Side by side, each pass's decode rate over the copy bandwidth measured just before it in the "
+          "same pass (median of the passes, range in brackets): " + "; ".join(
+              f"{shape_label(shape_rec[k])}: {100 * statistics.median(r):.0f}%" + pct_range(r)
+              for k, g in decode if g and g.status == "ok"
+              for r in [side_by_side(g, "gbs", copy_at)] if r) + ".")
         p("")
 
     p("### Every program and variant (ms, lowest median over passes)")
