@@ -110,7 +110,7 @@ def render(records):
 
     groups, shapes = {}, []
     for r in records:
-        if r.get("impl") not in ("jomoim", "onnxruntime", "torch") or "nq" not in r:
+        if r.get("impl") not in ("jomoim", "onnxruntime", "torch") or "nq" not in r or r.get("sweep"):
             continue
         key = shape_key(r)
         if key not in shapes:
@@ -212,6 +212,44 @@ def render(records):
                          else "–")
         p(f"| {shape_label(shape_rec[key])} | {'yes' if key[-1] else 'no'} | " + " | ".join(cells) + " |")
     p("")
+
+    sweep = [r for r in records if r.get("sweep") == "memory"]
+    if sweep:
+        p("## Memory at long sequences")
+        p("")
+        p("One call per program and shape, after the passes (`jomoim bench` and ONNX Runtime's MultiHeadAttention, "
+          "whose flash path is its leanest); growth of peak RSS over the RSS with inputs and outputs allocated, "
+          "in MiB. jomoim's scratch is per thread and sized by the tile, not by N, so its growth stays flat "
+          "while the inputs grow 16-fold.")
+        p("")
+        p("| shape | causal | RSS with inputs, MiB | jomoim extra MiB | ORT mha extra MiB | jomoim ms |")
+        p("|---|:---:|---:|---:|---:|---:|")
+        keys = []
+        for r in sweep:
+            if shape_key(r) not in keys:
+                keys.append(shape_key(r))
+        for key in keys:
+            j = next((r for r in sweep if shape_key(r) == key and r.get("impl") == "jomoim"), None)
+            o = next((r for r in sweep if shape_key(r) == key and r.get("impl") == "onnxruntime"), None)
+            if j is None:
+                continue
+            ok = lambda r: r is not None and r.get("status") == "ok"  # noqa: E731
+            if ok(j):
+                cells = [f"{j['rss_inputs_mib']:.0f}", f"{j['extra_mib']:.1f}"]
+            else:
+                cells = ["–", str(j.get("status", "error")).upper()]
+            cells.append(f"{o['extra_mib']:.0f}" if ok(o) and o.get("extra_mib") is not None else "–")
+            cells.append(fmt_ms(j["median_ms"]) if ok(j) else "–")
+            p(f"| {shape_label(j)} | {'yes' if key[-1] else 'no'} | " + " | ".join(cells) + " |")
+        p("")
+
+    rep_recs = [r for r in records if r.get("impl") == "jomoim" and "repeat_bitwise" in r]
+    if rep_recs:
+        same = sum(1 for r in rep_recs if r["repeat_bitwise"])
+        p(f"Reproducibility: in {same} of {len(rep_recs)} jomoim measurements the last timed call's output was "
+          f"bitwise identical to the first call's (same inputs, same thread count; `repeat_bitwise` in the JSON "
+          f"records; the tests check the same across processes and SIMD targets).")
+        p("")
 
     p("## Noise and drift")
     p("")

@@ -46,6 +46,11 @@ def shapes(quick):
     return out
 
 
+# Memory at long sequences: jomoim's extra memory must not grow with N (no N x N buffer, no
+# per-N scratch). Once per run, one call each, next to ONNX Runtime's flash-style MHA.
+MEMORY_SWEEP = [dict(b=1, hq=4, hkv=4, nq=n, nk=n, d=64, causal=c, big=True)
+                for n in (1024, 4096, 16384) for c in (0, 1)]
+
 ORT_VARIANTS = ["mha", "mha-noflash", "mha-bnsh-kv", "attn23"]
 TORCH_VARIANTS = ["naive", "sdpa"]
 
@@ -161,10 +166,12 @@ def machine_record(args):
     }
 
 
-def measurements(shape, args):
-    """(label, command, env, fallback record) for every program timed on one shape."""
+def measurements(shape, args, once=False):
+    """(label, command, env, fallback record) for every program timed on one shape; with once,
+    one untimed-warm-up-free call (for memory) by jomoim and ORT mha only."""
     s = shape
-    timing = ["--warmup", "1", "--reps", "3", "--min-time", "0"] if s["big"] else \
+    timing = ["--warmup", "0", "--reps", "1", "--min-time", "0"] if once else \
+             ["--warmup", "1", "--reps", "3", "--min-time", "0"] if s["big"] else \
              ["--warmup", "2", "--reps", "5", "--min-time", "1"]
     common = dict(b=s["b"], hq=s["hq"], hkv=s["hkv"], nq=s["nq"], nk=s["nk"], d=s["d"], dv=s["d"],
                   causal=bool(s["causal"]), threads=args.threads)
@@ -176,10 +183,10 @@ def measurements(shape, args):
               str(s["hkv"]), "--q-len", str(s["nq"]), "--kv-len", str(s["nk"]), "--head-dim", str(s["d"]),
               "--threads", str(args.threads)] + timing + (["--causal"] if s["causal"] else [])
     out.append(("jomoim", jomoim, base_env(), dict(common, impl="jomoim", variant="")))
-    for v in ORT_VARIANTS:
+    for v in ["mha"] if once else ORT_VARIANTS:
         out.append((f"onnxruntime {v}", ["node", str(HERE / "peers" / "ort_attention.js"), "--variant", v] + peer_args,
                     base_env(), dict(common, impl="onnxruntime", variant=v)))
-    for v in TORCH_VARIANTS:
+    for v in [] if once else TORCH_VARIANTS:
         out.append((f"torch {v}", [SYS_PY, str(HERE / "peers" / "torch_attention.py"), "--variant", v] + peer_args,
                     torch_env(args.threads), dict(common, impl="torch", variant=v)))
     return out
@@ -260,6 +267,18 @@ def main():
                     what = "; ".join(summary(r) for r in rs)
                     progress(f"pass {pass_no} {report.shape_label(shape)}{' causal' if shape['causal'] else ''} "
                              f"{label}: {what}")
+        if not args.quick and args.only is None:
+            progress("memory at long sequences")
+            for shape in MEMORY_SWEEP:
+                for label, cmd, env, fallback in measurements(shape, args, once=True):
+                    rs = run_one(cmd, env, args.timeout, fallback)
+                    for r in rs:
+                        r["sweep"] = "memory"
+                        r.setdefault("impl", fallback["impl"])
+                        r.setdefault("variant", fallback["variant"])
+                    keep(rs)
+                    progress(f"memory {report.shape_label(shape)}{' causal' if shape['causal'] else ''} {label}: "
+                             + "; ".join(summary(r) for r in rs))
         end = dict(kind="end", date_end=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
         keep([end])
     latest = results_dir / "latest.jsonl"

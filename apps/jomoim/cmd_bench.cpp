@@ -358,7 +358,24 @@ struct AttentionRun {
   double peak_rss_mib = 0;    // the peak (VmHWM) over the engine's calls
   double extra_mib = 0;       // the engine's own growth: peak RSS over the RSS it started from
   bool peak_reset = false;
+  bool repeat_bitwise = false;  // the last timed call's output equals the first call's, bit for bit
 };
+
+// A 64-bit hash of a float buffer's bytes (FNV-1a over 64-bit words): equal outputs give equal
+// hashes; a differing bit almost surely changes it.
+std::uint64_t hash_bits(const std::vector<float>& x) {
+  std::uint64_t h = 1469598103934665603ull;
+  const std::size_t bytes = x.size() * sizeof(float);
+  const auto* p = reinterpret_cast<const unsigned char*>(x.data());
+  std::size_t i = 0;
+  for (; i + 8 <= bytes; i += 8) {
+    std::uint64_t w;
+    std::memcpy(&w, p + i, 8);
+    h = (h ^ w) * 1099511628211ull;
+  }
+  for (; i < bytes; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
 
 AttentionRun bench_attention(Workload& w, const BenchOptions& o, int threads) {
   AttentionRun r;
@@ -372,6 +389,7 @@ AttentionRun bench_attention(Workload& w, const BenchOptions& o, int threads) {
   w.run(threads);
   r.peak_rss_mib = peak_rss_mib();
   r.extra_mib = r.peak_rss_mib - r.rss_inputs_mib;
+  const std::uint64_t first_hash = hash_bits(w.out);
   if (o.no_check) {
     r.check.mode = "skipped";
   } else {
@@ -384,6 +402,7 @@ AttentionRun bench_attention(Workload& w, const BenchOptions& o, int threads) {
   r.timing = time_calls([&] { attention(w.qv(), w.kv(), w.vv(), w.outv(), w.options(threads)); },
                         o.warmup, o.reps, o.min_time);
   const double peak_timing = peak_rss_mib();
+  r.repeat_bitwise = hash_bits(w.out) == first_hash;  // same inputs, same threads: same bits
   r.peak_rss_mib = std::max(r.peak_rss_mib, peak_timing);
   r.extra_mib = std::max({0.0, r.extra_mib, peak_timing - rss_timing});
   r.gflops = attention_flops(s, w.causal) / (r.timing.median_ms * 1e-3) * 1e-9;
@@ -422,6 +441,7 @@ Json attention_json(const Workload& w, const AttentionRun& r, int threads) {
   j["rss_inputs_mib"] = r.rss_inputs_mib;
   j["extra_mib"] = r.extra_mib;
   j["peak_reset"] = r.peak_reset;
+  j["repeat_bitwise"] = r.repeat_bitwise;
   return j;
 }
 

@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""test_bench_cli.py: `jomoim bench --json` and bench/report.py, the tools behind BENCHMARKS.md.
+
+- `jomoim bench --json` on small shapes (tiles with remainders, causal, GQA decode, 1 and 2
+  threads): the record must say the output passed the float64 check, that the last timed
+  call's output equals the first call's bit for bit (`repeat_bitwise`), and carry consistent
+  rates (GFLOP/s from the median time and the shape's FLOPs).
+- `--ceilings-only --json`: one sgemm and one copy record with positive rates.
+- bench/report.py on a synthetic run: the decode sentence compares each pass's decode rate
+  with the copy bandwidth measured next to it in the same pass (side by side), as well as with
+  the best copy of the run, and a wrong jomoim result is marked WRONG.
+Run by CTest (label cli):
+
+    /usr/bin/python3 tests/test_bench_cli.py build/jomoim
+
+Prints one line per case and "N passed, N failed"; exits non-zero when a case failed.
+"""
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import traceback
+
+EXE = os.path.abspath(sys.argv[1])
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+import report  # noqa: E402
+
+
+def bench_json(*args):
+    p = subprocess.run([EXE, "bench", "--json", *map(str, args)], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, f"exit {p.returncode}: {p.stderr.strip()[-300:]}"
+    return [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
+
+
+def flops(r):
+    f = 2.0 * r["b"] * r["hq"] * r["nq"] * r["nk"] * (r["d"] + r["dv"])
+    return f / 2 if r["causal"] else f
+
+
+def case_attention_records():
+    shapes = [
+        ["--heads", 3, "--q-len", 70, "--kv-len", 45, "--head-dim", 24],
+        ["--heads", 2, "--q-len", 130, "--head-dim", 64, "--causal"],
+        ["--heads", 8, "--kv-heads", 2, "--q-len", 1, "--kv-len", 1100, "--head-dim", 128],
+        ["--batch", 2, "--heads", 4, "--q-len", 300, "--head-dim", 128, "--value-dim", 40],
+    ]
+    for shape in shapes:
+        for threads in (1, 2):
+            (r,) = bench_json(*shape, "--threads", threads, "--reps", 3, "--warmup", 1, "--min-time", 0)
+            where = f"{shape} threads {threads}"
+            assert r["kind"] == "attention" and r["status"] == "ok", (where, r)
+            assert r["check"] in ("full", "sampled"), (where, r["check"])
+            assert r["check_max_err"] <= r["check_tol"], (where, r)
+            assert r["repeat_bitwise"] is True, (where, "output changed between calls with the same threads")
+            assert r["threads"] == threads and r["reps"] >= 3, (where, r)
+            assert 0 < r["min_ms"] <= r["median_ms"], (where, r)
+            assert abs(r["gflops"] - flops(r) / (r["median_ms"] * 1e-3) * 1e-9) <= 1e-6 * r["gflops"], (where, r)
+            assert r["extra_mib"] < 64, (where, r["extra_mib"])
+
+
+def case_ceilings():
+    recs = bench_json("--ceilings-only", "--threads", 1, "--sgemm-n", 192, "--copy-mib", 8)
+    kinds = {r["kind"]: r for r in recs}
+    assert set(kinds) == {"sgemm", "copy"}, recs
+    assert kinds["sgemm"]["gflops"] > 0 and kinds["sgemm"]["n"] == 192, kinds["sgemm"]
+    assert kinds["copy"]["copy_gbs"] >= kinds["copy"]["copy_gbs_median"] > 0, kinds["copy"]
+
+
+def synthetic_run():
+    """Two passes over one decode shape: jomoim at 20 then 30 GB/s, copy 25 then 40 GB/s."""
+    recs = [{"kind": "machine", "threads": 2, "date_start": "d0"}]
+    shape = dict(b=1, hq=32, hkv=8, nq=1, nk=4096, d=128, dv=128, causal=False, threads=2)
+    for pass_no, (gbs, copy, peer_ms) in enumerate([(20.0, 25.0, 3.0), (30.0, 40.0, 2.5)], start=1):
+        at = {"pass": pass_no, "shape_no": 0}
+        recs.append(dict(at, kind="sgemm", gflops=200.0))
+        recs.append(dict(at, kind="copy", copy_gbs=copy))
+        ms = 33.6 / gbs  # any time; the decode sentence uses gbs
+        recs.append(dict(shape, **at, kind="attention", status="ok", impl="jomoim", variant="", median_ms=ms,
+                         gflops=1.0, gbs=gbs, peak_rss_mib=40, extra_mib=0.4))
+        recs.append(dict(shape, **at, kind="attention", status="ok", impl="onnxruntime", variant="attn23",
+                         median_ms=peer_ms, gflops=1.0, gbs=1.0, extra_mib=5))
+    recs.append({"kind": "end", "date_end": "d1"})
+    return recs
+
+
+def case_report_side_by_side():
+    md = report.render(synthetic_run())
+    # Best vs best: 30 GB/s over the best copy, 40: 75 %. Side by side: 20/25 = 80 %, 30/40 = 75 %:
+    # median 78 % (77.5 rounds to even), range 75-80 %.
+    assert "30.0 GB/s (75% of that best)" in md, md
+    line = next(ln for ln in md.splitlines() if ln.startswith("Side by side"))
+    assert "78% (75–80%)" in line, line
+
+
+def case_report_memory_sweep():
+    """The long-sequence memory rows: their own table, not mixed into the timing tables."""
+    recs = synthetic_run()
+    for n, extra in ((1024, 0.3), (16384, 0.4)):
+        shape = dict(b=1, hq=4, hkv=4, nq=n, nk=n, d=64, dv=64, causal=True, threads=2, sweep="memory")
+        recs.append(dict(shape, kind="attention", status="ok", impl="jomoim", variant="", median_ms=n / 100,
+                         gflops=1.0, gbs=1.0, rss_inputs_mib=n / 64, extra_mib=extra, repeat_bitwise=True))
+        recs.append(dict(shape, kind="attention", status="ok", impl="onnxruntime", variant="mha",
+                         median_ms=n / 50, gflops=1.0, gbs=1.0, extra_mib=n / 8))
+    md = report.render(recs)
+    section = md.split("## Memory at long sequences", 1)[1].split("##", 1)[0]
+    assert "| (1,4,16384,64) | yes | 256 | 0.4 | 2048 | 164 |" in section, section
+    assert "| (1,4,1024,64) | yes | 16 | 0.3 | 128 | 10.2 |" in section, section
+    timing = md.split("## Memory at long sequences", 1)[0]
+    assert "(1,4,16384,64)" not in timing, "a sweep shape leaked into the timing tables"
+    assert "in 2 of 2 jomoim measurements" in md, md
+
+
+def case_report_wrong():
+    """A wrong jomoim output in any pass makes its cell WRONG (not a time) in every table."""
+    def jomoim_cells(md):
+        rows = [ln for ln in md.splitlines() if ln.startswith("| decode 1×4096, H32/Hkv8, D128 |")]
+        return [ln.split("|")[3].strip() for ln in rows]
+
+    recs = synthetic_run()
+    assert jomoim_cells(report.render(recs))[:2] == [report.fmt_ms(33.6 / 30.0)] * 2
+    for r in recs:
+        if r.get("impl") == "jomoim" and r.get("pass") == 1:
+            r["status"] = "wrong"
+    assert jomoim_cells(report.render(recs))[:2] == ["WRONG", "WRONG"]
+
+
+def main():
+    cases = [(name, fn) for name, fn in globals().items() if name.startswith("case_")]
+    failed = 0
+    for name, fn in cases:
+        try:
+            fn()
+            print(f"PASS {name}")
+        except Exception:  # report every failing case, not only the first
+            failed += 1
+            print(f"FAIL {name}\n{traceback.format_exc()}")
+    print(f"{len(cases) - failed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
