@@ -362,6 +362,24 @@ def render(records):
     return "\n".join(out) + "\n"
 
 
+# The sections this script writes; BENCHMARKS.md sections with other titles belong to other parts
+# of the project (Python, MPI, the GPT runtime, training...) and are kept as they are.
+OWN_SECTIONS = {"Results", "Memory at long sequences", "Noise and drift", "Failures", "Machine", "Reproduce",
+                "Method"}
+
+
+def write_markdown(path, md):
+    """Writes md to path, followed by the sections of the existing file that this script does not own."""
+    path = pathlib.Path(path)
+    if path.exists():
+        lines = path.read_text().splitlines(keepends=True)
+        for i, ln in enumerate(lines):
+            if ln.startswith("## ") and ln[3:].strip() not in OWN_SECTIONS:
+                md = md.rstrip("\n") + "\n\n" + "".join(lines[i:])
+                break
+    path.write_text(md)
+
+
 def main():
     import json
 
@@ -374,17 +392,7 @@ def main():
     if a.markdown == "-":
         sys.stdout.write(md)
     else:
-        path = pathlib.Path(a.markdown)
-        # Sections other parts of the project added after the engine's own (Python, MPI, the
-        # GPT runtime, training...) are kept as they are: this script only owns its sections.
-        if path.exists():
-            own = {"Results", "Noise and drift", "Failures", "Machine", "Reproduce", "Method"}
-            lines = path.read_text().splitlines(keepends=True)
-            for i, ln in enumerate(lines):
-                if ln.startswith("## ") and ln[3:].strip() not in own:
-                    md = md.rstrip("\n") + "\n\n" + "".join(lines[i:])
-                    break
-        path.write_text(md)
+        write_markdown(a.markdown, md)
     return 0
 
 

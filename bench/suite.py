@@ -290,7 +290,7 @@ def main():
     if args.markdown == "-":
         sys.stdout.write(markdown)
     else:
-        pathlib.Path(args.markdown).write_text(markdown)
+        report.write_markdown(args.markdown, markdown)  # keeps the sections other parts added
         progress(f"wrote {args.markdown}")
     # A wrong result from jomoim is a failure of the run, not just a table cell.
     return 1 if any(r.get("impl") == "jomoim" and r.get("status") == "wrong" for r in records) else 0

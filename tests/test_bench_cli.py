@@ -112,6 +112,22 @@ def case_report_memory_sweep():
     assert "in 2 of 2 jomoim measurements" in md, md
 
 
+def case_write_markdown_keeps_other_sections():
+    """Rewriting BENCHMARKS.md replaces the engine's sections and keeps the others, once."""
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        path = pathlib.Path(tmp) / "BENCHMARKS.md"
+        path.write_text("# Benchmarks\n\n## Results\nold table\n\n## Memory at long sequences\nold memory\n\n"
+                        "## Python: foo\nkept python\n\n## GPT-2 runtime\nkept gpt\n")
+        for _ in range(2):  # a second rewrite must not duplicate anything
+            report.write_markdown(path, "# Benchmarks\n\n## Results\nnew table\n\n## Memory at long sequences\nnew\n")
+        text = path.read_text()
+        assert "old table" not in text and "old memory" not in text, text
+        assert text.count("## Results") == 1 and text.count("## Memory at long sequences") == 1, text
+        assert text.count("kept python") == 1 and text.count("kept gpt") == 1, text
+        assert text.index("new table") < text.index("kept python") < text.index("kept gpt"), text
+
+
 def case_report_wrong():
     """A wrong jomoim output in any pass makes its cell WRONG (not a time) in every table."""
     def jomoim_cells(md):
