@@ -223,6 +223,37 @@ const Tokenizer& bytes_only() {
 
 using Pieces = std::vector<std::string>;
 
+// The display form of token bytes used by `predict`, `tokenize` and the explorer.
+TEST(PrintableText, EscapesControlsAndInvalidUtf8AndKeepsValidText) {
+  EXPECT_EQ(printable_text("plain text"), "plain text");
+  EXPECT_EQ(printable_text("a\nb\tc\rd\\e"), "a\\nb\\tc\\rd\\\\e");
+  EXPECT_EQ(printable_text(std::string("\x00\x01\x1f\x7f", 4)), "\\x00\\x01\\x1f\\x7f");
+  EXPECT_EQ(printable_text("h\xC3\xA9llo \xEC\xA1\xB0 \xF0\x9F\x99\x82"), "h\xC3\xA9llo \xEC\xA1\xB0 \xF0\x9F\x99\x82");
+  EXPECT_EQ(printable_text("\xC3"), "\\xc3");                  // truncated
+  EXPECT_EQ(printable_text("\xE2\x82z"), "\\xe2\\x82z");       // truncated, then ASCII
+  EXPECT_EQ(printable_text("\x80\xBF"), "\\x80\\xbf");         // lone continuation bytes
+  EXPECT_EQ(printable_text("\xC0\x80"), "\\xc0\\x80");         // overlong NUL
+  EXPECT_EQ(printable_text("\xED\xA0\x80"), "\\xed\\xa0\\x80");  // a surrogate
+  EXPECT_EQ(printable_text("\xF4\x90\x80\x80"), "\\xf4\\x90\\x80\\x80");  // above U+10FFFF
+  EXPECT_EQ(printable_text(""), "");
+  // Whatever the bytes, the result is valid UTF-8 without control characters.
+  std::mt19937 rng(7);
+  for (int t = 0; t < 2000; ++t) {
+    std::string bytes(std::size_t(rng() % 12), '\0');
+    for (char& c : bytes) c = char(rng() & 0xff);
+    const std::string shown = printable_text(bytes);
+    std::string_view sv(shown);
+    for (std::size_t i = 0; i < sv.size();) {
+      const unsigned char c = static_cast<unsigned char>(sv[i]);
+      ASSERT_FALSE(c < 0x20 || c == 0x7f) << "control byte in the display form";
+      std::size_t n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+      ASSERT_GT(n, 0u) << "invalid UTF-8 lead byte in the display form";
+      ASSERT_LE(i + n, sv.size());
+      i += n;
+    }
+  }
+}
+
 TEST(Pretokenize, SplitsLikeGpt2sPattern) {
   const Tokenizer& t = bytes_only();
   // Expected pieces worked out by hand from the pattern's alternatives, in order.

@@ -29,41 +29,6 @@ double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
-// A token's bytes made printable for a table: control characters and invalid UTF-8 escaped.
-std::string printable(const std::string& bytes) {
-  // Escape via JSON (valid UTF-8 passes through, control characters become \n, \u0001 ...);
-  // invalid UTF-8 bytes are replaced by their \xNN spelling.
-  std::string out;
-  for (std::size_t i = 0; i < bytes.size();) {
-    const unsigned char c = bytes[i];
-    int len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-    bool ok = len > 0 && i + len <= bytes.size();
-    for (int j = 1; ok && j < len; ++j) ok = (static_cast<unsigned char>(bytes[i + j]) >> 6) == 2;
-    if (!ok) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", c);
-      out += buf;
-      ++i;
-      continue;
-    }
-    if (len == 1 && (c < 0x20 || c == 0x7f || c == '\\')) {
-      if (c == '\n') out += "\\n";
-      else if (c == '\t') out += "\\t";
-      else if (c == '\r') out += "\\r";
-      else if (c == '\\') out += "\\\\";
-      else {
-        char buf[8];
-        std::snprintf(buf, sizeof buf, "\\x%02x", c);
-        out += buf;
-      }
-    } else {
-      out.append(bytes, i, len);
-    }
-    i += len;
-  }
-  return out;
-}
-
 // The prompt as ids; an empty prompt starts from <|endoftext|> where the vocabulary has it.
 std::vector<std::int32_t> prompt_ids(const Tokenizer& tok, const std::string& text, const GptConfig& c) {
   std::vector<std::int32_t> ids = tok.encode(text);
@@ -112,7 +77,7 @@ void run_tokenize(const TokenizeArgs& a) {
   if (a.json) {
     json j = {{"ids", ids}, {"tokens", json::array()}};
     for (auto id : ids) {
-      j["tokens"].push_back({{"id", id}, {"text", printable(tok.token_bytes(id))},
+      j["tokens"].push_back({{"id", id}, {"text", printable_text(tok.token_bytes(id))},
                              {"token", tok.token_string(id)}});
     }
     std::printf("%s\n", j.dump().c_str());
@@ -139,7 +104,7 @@ void run_predict(const PredictArgs& a) {
   if (a.json) {
     json j = {{"model", dir.path.string()}, {"prompt", a.text}, {"ids", ids}, {"top", json::array()}};
     for (auto id : best)
-      j["top"].push_back({{"id", id}, {"text", printable(tok.token_bytes(id))}, {"probability", p[id]},
+      j["top"].push_back({{"id", id}, {"text", printable_text(tok.token_bytes(id))}, {"probability", p[id]},
                           {"logit", logits[id]}});
     std::printf("%s\n", j.dump().c_str());
     return;
@@ -147,7 +112,7 @@ void run_predict(const PredictArgs& a) {
   std::printf("prompt: %zu tokens, forward pass %.1f ms (%s)\n", ids.size(), ms, dir.path.string().c_str());
   std::printf("%5s  %7s  %-24s  %s\n", "rank", "id", "token", "probability");
   for (std::size_t r = 0; r < best.size(); ++r) {
-    const std::string t = "\"" + printable(tok.token_bytes(best[r])) + "\"";
+    const std::string t = "\"" + printable_text(tok.token_bytes(best[r])) + "\"";
     std::printf("%5zu  %7d  %-24s  %.4f\n", r + 1, best[r], t.c_str(), p[best[r]]);
   }
 }

@@ -105,4 +105,10 @@ std::string bytes_to_unicode(std::string_view bytes);
 // The inverse. Throws Error for invalid UTF-8 or a character outside the 256-character alphabet.
 std::string unicode_to_bytes(std::string_view text);
 
+// A token's bytes as a display string that is always valid UTF-8 on one line: well-formed
+// UTF-8 sequences pass through; \n, \t, \r and the backslash become \n, \t, \r and \\;
+// other control bytes and every byte that does not start a well-formed sequence (continuation
+// bytes, truncated, overlong or surrogate forms, code points above U+10FFFF) become \xNN.
+std::string printable_text(std::string_view bytes);
+
 }  // namespace jomoim

@@ -38,46 +38,6 @@ json f32(float x) {
 
 json f64(double x) { return std::isfinite(x) ? json(x) : json(nullptr); }
 
-// Bytes as valid UTF-8 for a display string: valid sequences pass, control characters and
-// backslashes are escaped (\n, \t, \x01, \\), invalid bytes become \xNN.
-std::string printable(const std::string& bytes) {
-  std::string out;
-  char buf[8];
-  for (std::size_t i = 0; i < bytes.size();) {
-    const unsigned char c = static_cast<unsigned char>(bytes[i]);
-    std::size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-    bool ok = len > 0 && i + len <= bytes.size();
-    for (std::size_t j = 1; ok && j < len; ++j) ok = (static_cast<unsigned char>(bytes[i + j]) >> 6) == 2;
-    if (ok && len > 1) {
-      // Reject overlong forms, surrogates and code points above U+10FFFF (not valid UTF-8).
-      unsigned cp = c & (0x7f >> len);
-      for (std::size_t j = 1; j < len; ++j) cp = (cp << 6) | (static_cast<unsigned char>(bytes[i + j]) & 0x3f);
-      const unsigned min[5] = {0, 0, 0x80, 0x800, 0x10000};
-      ok = cp >= min[len] && cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0xDFFF);
-    }
-    if (!ok) {
-      std::snprintf(buf, sizeof buf, "\\x%02x", c);
-      out += buf;
-      ++i;
-      continue;
-    }
-    if (len == 1 && (c < 0x20 || c == 0x7f || c == '\\')) {
-      if (c == '\n') out += "\\n";
-      else if (c == '\t') out += "\\t";
-      else if (c == '\r') out += "\\r";
-      else if (c == '\\') out += "\\\\";
-      else {
-        std::snprintf(buf, sizeof buf, "\\x%02x", c);
-        out += buf;
-      }
-    } else {
-      out.append(bytes, i, len);
-    }
-    i += len;
-  }
-  return out;
-}
-
 // The prompt itself, made valid UTF-8 for JSON: invalid bytes become U+FFFD, the rest is kept.
 std::string valid_utf8(const std::string& s) {
   std::string out;
@@ -155,7 +115,7 @@ std::vector<std::int32_t> encode_prompt(const Tokenizer& tok, const std::string&
 
 json token_text(const Tokenizer& tok, std::int32_t id) {
   // Models may have more ids than the tokenizer (padded vocabularies): name those by number.
-  if (id >= 0 && static_cast<std::size_t>(id) < tok.vocab_size()) return printable(tok.token_bytes(id));
+  if (id >= 0 && static_cast<std::size_t>(id) < tok.vocab_size()) return printable_text(tok.token_bytes(id));
   std::string name = "<";
   name += std::to_string(id);
   name += '>';

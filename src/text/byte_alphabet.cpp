@@ -5,6 +5,7 @@
 // characters stand for themselves, the other 68 (controls, space, DEL, NBSP, soft hyphen)
 // take the code points 256, 257, ... in byte order.
 #include <array>
+#include <cstdio>
 #include <string>
 #include <string_view>
 
@@ -82,6 +83,35 @@ std::string unicode_to_bytes(std::string_view s) {
     i += n;
   }
   throw Error("unicode_to_bytes: internal error");  // unreachable
+}
+
+std::string printable_text(std::string_view bytes) {
+  std::string out;
+  out.reserve(bytes.size());
+  char buf[8];
+  char32_t cp = 0;
+  for (std::size_t i = 0; i < bytes.size();) {
+    const unsigned char c = static_cast<unsigned char>(bytes[i]);
+    const std::size_t n = text::utf8_sequence(bytes, i, &cp);
+    if (n > 1) {
+      out.append(bytes.substr(i, n));
+    } else if (n == 1 && c >= 0x20 && c != 0x7f && c != '\\') {
+      out += char(c);
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\\') {
+      out += "\\\\";
+    } else {
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    }
+    i += n > 0 ? n : 1;
+  }
+  return out;
 }
 
 }  // namespace jomoim
