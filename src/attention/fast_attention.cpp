@@ -177,10 +177,13 @@ struct Tiled {
       }
 #ifdef JOMOIM_SUM4
       if constexpr (R == 2 || R == 4) {
-        const hn::Full128<float> d4;
+        VF third = hn::Zero(df), fourth = hn::Zero(df);  // two rows: the upper two sums are 0
+        if constexpr (R == 4) {
+          third = acc[2];
+          fourth = acc[3];
+        }
         alignas(16) float dots[4];
-        hn::Store(R == 4 ? Sum4(acc[0], acc[1], acc[R / 2], acc[R - 1]) : Sum4(acc[0], acc[1], hn::Zero(df), hn::Zero(df)),
-                  d4, dots);
+        hn::Store(Sum4(acc[0], acc[1], third, fourth), hn::Full128<float>(), dots);
         for (size_t r = 0; r < R; ++r) {
           float dot = dots[r];
           for (size_t d = whole; d < depth; ++d) dot += q[r * ldq + d] * kr[d];
@@ -263,7 +266,8 @@ struct Tiled {
     return hn::GetLane(hn::MaxOfLanes(df, m));
   }
 
-  // x[c] = 2^(x[c] - shift) (2^-inf = 0; shift >= every x[c]); returns the sum. n is a multiple of the lanes.
+  // x[c] = 2^(x[c] - shift) (2^-inf = 0; shift >= every x[c]); returns the sum. n is a multiple
+  // of the lanes.
   static HWY_INLINE float ExpShiftedSum(float* x, size_t n, float shift) {
     const DF df;
     const size_t L = hn::Lanes(df);
