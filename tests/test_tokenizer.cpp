@@ -672,5 +672,25 @@ TEST(TokenizerFiles, SaveFailsCleanly) {
   for (const auto& name : dir.listing("d")) EXPECT_FALSE(name.starts_with(".")) << name;
 }
 
+// The prompt rules every command and the Python module share.
+TEST(EncodePrompt, StartsFromEndOfTextAndRefusesTooLongOrOutOfVocabulary) {
+  const Tokenizer plain = Tokenizer::parse(vocab_json(vocab_with({"ab"})), "a b\n");
+  EXPECT_EQ(encode_prompt(plain, "abab", 8, 257), plain.encode("abab"));
+  EXPECT_THAT(error_of([&] { encode_prompt(plain, "", 8, 257); }),
+              HasSubstr("the prompt is empty and the vocabulary has no <|endoftext|>"));
+  EXPECT_THAT(error_of([&] { encode_prompt(plain, "", 8, 257, "the second prompt"); }),
+              HasSubstr("the second prompt is empty"));
+  EXPECT_THAT(error_of([&] { encode_prompt(plain, "abcab", 2, 257); }),
+              HasSubstr("the prompt has 3 tokens, more than the model's context of 2"));
+  EXPECT_EQ(encode_prompt(plain, "abcab", 3, 257).size(), 3u);
+  // "ab" is id 256: a model with 256 entries cannot take it.
+  EXPECT_THAT(error_of([&] { encode_prompt(plain, "ab", 8, 256); }),
+              HasSubstr("the tokenizer produced id 256 but the model's vocabulary has 256 entries"));
+
+  const Tokenizer with_eos = Tokenizer::parse(vocab_json(vocab_with({"<|endoftext|>"})), "");
+  ASSERT_TRUE(with_eos.eos_id().has_value());
+  EXPECT_EQ(encode_prompt(with_eos, "", 8, 257), std::vector<std::int32_t>{*with_eos.eos_id()});
+}
+
 }  // namespace
 }  // namespace jomoim

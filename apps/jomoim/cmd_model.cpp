@@ -29,23 +29,6 @@ double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
-// The prompt as ids; an empty prompt starts from <|endoftext|> where the vocabulary has it.
-std::vector<std::int32_t> prompt_ids(const Tokenizer& tok, const std::string& text, const GptConfig& c) {
-  std::vector<std::int32_t> ids = tok.encode(text);
-  if (ids.empty()) {
-    if (auto eos = tok.eos_id()) ids.push_back(*eos);
-    else throw Error("the prompt is empty and the vocabulary has no <|endoftext|> token to start from");
-  }
-  if (static_cast<int>(ids.size()) > c.n_positions)
-    throw Error("the prompt has " + std::to_string(ids.size()) + " tokens, more than the model's context of " +
-                std::to_string(c.n_positions));
-  for (auto id : ids)
-    if (id >= c.vocab_size)
-      throw Error("the tokenizer produced id " + std::to_string(id) + " but the model's vocabulary has " +
-                  std::to_string(c.vocab_size) + " entries (vocab.json does not match config.json)");
-  return ids;
-}
-
 struct TokenizeArgs {
   std::string model, text;
   bool json = false;
@@ -94,8 +77,9 @@ void run_predict(const PredictArgs& a) {
   const Tokenizer tok = Tokenizer::load_dir(dir.path);
   GptModel model = GptModel::load(dir.path);
   model.set_threads(a.threads);
-  const std::vector<std::int32_t> ids = prompt_ids(tok, a.text, model.config());
-  KvCache cache(model.config(), static_cast<int>(ids.size()));
+  const GptConfig& c = model.config();
+  const std::vector<std::int32_t> ids = encode_prompt(tok, a.text, c.n_positions, c.vocab_size);
+  KvCache cache(c, static_cast<int>(ids.size()));
   const auto t0 = Clock::now();
   const std::vector<float> logits = model.forward(ids, cache);
   const double ms = ms_since(t0);
@@ -130,7 +114,7 @@ void run_generate(const GenerateArgs& a) {
   GptModel model = GptModel::load(dir.path);
   model.set_threads(a.threads);
   const GptConfig& c = model.config();
-  const std::vector<std::int32_t> ids = prompt_ids(tok, a.text, c);
+  const std::vector<std::int32_t> ids = encode_prompt(tok, a.text, c.n_positions, c.vocab_size);
   const int capacity = std::min<int>(c.n_positions, static_cast<int>(ids.size()) + a.n);
   KvCache cache(c, capacity);
   Sampler sampler(so);

@@ -105,6 +105,13 @@ std::string bytes_to_unicode(std::string_view bytes);
 // The inverse. Throws Error for invalid UTF-8 or a character outside the 256-character alphabet.
 std::string unicode_to_bytes(std::string_view text);
 
+// A prompt as a model's input ids, as every command makes it: an empty text starts from
+// <|endoftext|> where the vocabulary has one. Throws Error naming `what` (e.g. "the prompt")
+// when the text is empty and there is no <|endoftext|>, when it has more than `context` tokens,
+// and when an id is not below `vocab_size` (a vocab.json that does not match config.json).
+std::vector<std::int32_t> encode_prompt(const Tokenizer& tok, std::string_view text, int context, int vocab_size,
+                                        std::string_view what = "the prompt");
+
 // A token's bytes as a display string that is always valid UTF-8 on one line: well-formed
 // UTF-8 sequences pass through; \n, \t, \r and the backslash become \n, \t, \r and \\;
 // other control bytes and every byte that does not start a well-formed sequence (continuation

@@ -100,23 +100,10 @@ struct Loaded {
   Tokenizer tokenizer;
 };
 
-// The prompt as ids, as the commands make it: an empty prompt starts from <|endoftext|> where
-// the vocabulary has one; longer than the context or ids beyond the model's vocabulary: Error.
+// The prompt as ids, as the commands make them (jomoim::encode_prompt).
 std::vector<std::int32_t> prompt_ids(const Loaded& m, const std::string& text) {
   const GptConfig& c = m.model.config();
-  std::vector<std::int32_t> ids = m.tokenizer.encode(text);
-  if (ids.empty()) {
-    if (auto eos = m.tokenizer.eos_id()) ids.push_back(*eos);
-    else throw Error("the prompt is empty and the vocabulary has no <|endoftext|> token to start from");
-  }
-  if (static_cast<int>(ids.size()) > c.n_positions)
-    throw Error("the prompt has " + std::to_string(ids.size()) + " tokens, more than the model's context of " +
-                std::to_string(c.n_positions));
-  for (auto id : ids)
-    if (id >= c.vocab_size)
-      throw Error("the tokenizer produced id " + std::to_string(id) + " but the model's vocabulary has " +
-                  std::to_string(c.vocab_size) + " entries (vocab.json does not match config.json)");
-  return ids;
+  return encode_prompt(m.tokenizer, text, c.n_positions, c.vocab_size);
 }
 
 // One generation in progress: `jomoim generate`'s loop, one sampled token per step.

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import jomoim
+from gil import count_during
 from oracles import np_attention, paper, torch_attention
 
 SANITIZED = os.environ.get("JOMOIM_SANITIZED") == "1"
@@ -382,38 +383,8 @@ def slow_problem():
 
 
 def test_gil_is_released_during_the_call():
-    # A Python thread keeps counting while the main thread is inside attention(): it can only if
-    # the call released the GIL. Works on one CPU too (the OS then shares it).
     q, k, v = slow_problem()
-    count = [0]
-    stop = threading.Event()
-
-    def counter():
-        while not stop.is_set():
-            count[0] += 1
-
-    t = threading.Thread(target=counter)
-    t.start()
-    try:
-        time.sleep(0.05)
-        old = sys.getswitchinterval()
-        sys.setswitchinterval(1.0)  # while the main thread holds the GIL, the counter stays put
-        try:
-            before = count[0]
-            start = time.perf_counter()
-            jomoim.attention(q, k, v, threads=1)
-            elapsed = time.perf_counter() - start
-            during = count[0] - before
-            time.sleep(0)
-            before_idle = count[0]
-            idle_start = time.perf_counter()
-            time.sleep(0.02)  # main thread releases the GIL in sleep: the counter's free rate
-            rate = (count[0] - before_idle) / (time.perf_counter() - idle_start)
-        finally:
-            sys.setswitchinterval(old)
-    finally:
-        stop.set()
-        t.join()
+    elapsed, during, rate = count_during(lambda: jomoim.attention(q, k, v, threads=1))
     assert elapsed > 0.02, "the problem is too small to tell"
     assert during > 0.1 * rate * elapsed, (during, rate, elapsed)
 

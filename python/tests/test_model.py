@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 
 import jomoim
+from gil import count_during
 
 SOURCE = pathlib.Path(__file__).resolve().parents[2]
 ROOT = os.environ.get("JOMOIM_TINY_GPT2")
@@ -559,34 +560,7 @@ def big(tmp_path_factory):
 
 def test_gil_is_released_during_forward_passes(big):
     ids = list(np.random.default_rng(3).integers(0, big.vocab_size, size=512 if not SANITIZED else 256))
-    count = [0]
-    stop = threading.Event()
-
-    def counter():
-        while not stop.is_set():
-            count[0] += 1
-
-    t = threading.Thread(target=counter)
-    t.start()
-    try:
-        time.sleep(0.05)
-        old = sys.getswitchinterval()
-        sys.setswitchinterval(1.0)  # while the main thread holds the GIL, the counter stays put
-        try:
-            before = count[0]
-            start = time.perf_counter()
-            big.logits(ids)
-            elapsed = time.perf_counter() - start
-            during = count[0] - before
-            before_idle = count[0]
-            idle_start = time.perf_counter()
-            time.sleep(0.02)
-            rate = (count[0] - before_idle) / (time.perf_counter() - idle_start)
-        finally:
-            sys.setswitchinterval(old)
-    finally:
-        stop.set()
-        t.join()
+    elapsed, during, rate = count_during(lambda: big.logits(ids))
     assert elapsed > 0.02, "the forward pass is too quick to tell"
     assert during > 0.1 * rate * elapsed, (during, rate, elapsed)
 

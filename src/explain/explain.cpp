@@ -95,24 +95,6 @@ Pass run_pass(const GptModel& model, const std::vector<std::int32_t>& ids, const
   return p;
 }
 
-std::vector<std::int32_t> encode_prompt(const Tokenizer& tok, const std::string& prompt, const GptConfig& c,
-                                        const char* what) {
-  std::vector<std::int32_t> ids = tok.encode(prompt);
-  if (ids.empty()) {
-    if (auto eos = tok.eos_id()) ids.push_back(*eos);
-    else
-      throw Error(std::string(what) + " is empty and the vocabulary has no <|endoftext|> token to start from");
-  }
-  if (static_cast<int>(ids.size()) > c.n_positions)
-    throw Error(std::string(what) + " has " + std::to_string(ids.size()) +
-                " tokens, more than the model's context of " + std::to_string(c.n_positions));
-  for (auto id : ids)
-    if (id < 0 || id >= c.vocab_size)
-      throw Error("the tokenizer produced id " + std::to_string(id) + " but the model's vocabulary has " +
-                  std::to_string(c.vocab_size) + " entries (vocab.json does not match config.json)");
-  return ids;
-}
-
 json token_text(const Tokenizer& tok, std::int32_t id) {
   // Models may have more ids than the tokenizer (padded vocabularies): name those by number.
   if (id >= 0 && static_cast<std::size_t>(id) < tok.vocab_size()) return printable_text(tok.token_bytes(id));
@@ -307,7 +289,7 @@ void check_silence(const std::vector<int>& silenced, int T, const char* what) {
 json explain_prompt(const GptModel& model, const Tokenizer& tok, const std::string& prompt,
                     const ExplainOptions& o, const std::vector<int>& silenced, const char* what, Pass* out_pass) {
   const GptConfig& c = model.config();
-  const std::vector<std::int32_t> ids = encode_prompt(tok, prompt, c, what);
+  const std::vector<std::int32_t> ids = encode_prompt(tok, prompt, c.n_positions, c.vocab_size, what);
   const int T = static_cast<int>(ids.size());
   check_silence(silenced, T, what);
   const bool intervened = !silenced.empty() || o.swap_qk;

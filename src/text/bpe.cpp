@@ -249,4 +249,21 @@ std::vector<std::string> Tokenizer::pretokenize(std::string_view utf8) const {
 
 const std::vector<std::pair<std::string, std::string>>& Tokenizer::merges() const { return impl_->merges; }
 
+std::vector<std::int32_t> encode_prompt(const Tokenizer& tok, std::string_view text, int context, int vocab_size,
+                                        std::string_view what) {
+  std::vector<std::int32_t> ids = tok.encode(text);
+  if (ids.empty()) {
+    if (auto eos = tok.eos_id()) ids.push_back(*eos);
+    else throw Error(std::string(what) + " is empty and the vocabulary has no <|endoftext|> token to start from");
+  }
+  if (static_cast<std::int64_t>(ids.size()) > context)
+    throw Error(std::string(what) + " has " + std::to_string(ids.size()) + " tokens, more than the model's context of " +
+                std::to_string(context));
+  for (auto id : ids)
+    if (id < 0 || id >= vocab_size)
+      throw Error("the tokenizer produced id " + std::to_string(id) + " but the model's vocabulary has " +
+                  std::to_string(vocab_size) + " entries (vocab.json does not match config.json)");
+  return ids;
+}
+
 }  // namespace jomoim

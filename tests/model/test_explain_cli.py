@@ -46,14 +46,7 @@ def explain_json(*args):
 
 
 def load_variant(name):
-    d = os.path.join(ROOT, name)
-    with open(os.path.join(d, "config.json")) as f:
-        cfg = json.load(f)
-    var = next(v for v in tiny_gpt2.VARIANTS if v["name"] == name)
-    i = tiny_gpt2.VARIANTS.index(var)
-    w = tiny_gpt2.random_weights(cfg, seed=1234 + i)
-    stored = {k: tiny_gpt2.stored_values(v, var["dtype"]) for k, v in w.items()}
-    return d, cfg, stored
+    return tiny_gpt2.load_variant(ROOT, name)
 
 
 def layer_norm(x, g, b, eps):

@@ -29,14 +29,7 @@ def run(*args, ok=True):
 
 
 def load_variant(name):
-    d = os.path.join(ROOT, name)
-    with open(os.path.join(d, "config.json")) as f:
-        cfg = json.load(f)
-    var = next(v for v in tiny_gpt2.VARIANTS if v["name"] == name)
-    i = tiny_gpt2.VARIANTS.index(var)
-    w = tiny_gpt2.random_weights(cfg, seed=1234 + i)
-    stored = {k: tiny_gpt2.stored_values(v, var["dtype"]) for k, v in w.items()}
-    return d, cfg, stored
+    return tiny_gpt2.load_variant(ROOT, name)
 
 
 def rel(a, b):

@@ -178,6 +178,11 @@ VARIANTS = [
 ]
 
 
+def variant_weights(cfg, index):
+    """The weights of VARIANTS[index]: one fixed seed per variant, so tests can regenerate them."""
+    return random_weights(cfg, seed=1234 + index)
+
+
 def make(outdir):
     os.makedirs(outdir, exist_ok=True)
     manifest = {"variants": []}
@@ -186,7 +191,7 @@ def make(outdir):
         os.makedirs(d, exist_ok=True)
         vocab = tiny_tokenizer(d)
         cfg = dict(var["cfg"], vocab_size=vocab, model_type="gpt2", n_ctx=var["cfg"]["n_positions"])
-        w = random_weights(cfg, seed=1234 + i)
+        w = variant_weights(cfg, i)
         tensors = [(var["prefix"] + k, v) for k, v in w.items()]
         if var["extras"]:
             P = cfg["n_positions"]
@@ -210,6 +215,16 @@ def make(outdir):
                                      "vocab_size": vocab})
     with open(os.path.join(outdir, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1)
+
+def load_variant(root, name):
+    """A fixture written by this script: (its directory, config, the weights as stored, i.e. after
+    the variant's dtype rounding), regenerated from the same seed instead of read back."""
+    d = os.path.join(root, name)
+    with open(os.path.join(d, "config.json")) as f:
+        cfg = json.load(f)
+    var = next(v for v in VARIANTS if v["name"] == name)
+    w = variant_weights(cfg, VARIANTS.index(var))
+    return d, cfg, {k: stored_values(v, var["dtype"]) for k, v in w.items()}
 
 
 if __name__ == "__main__":
