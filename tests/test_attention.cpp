@@ -126,9 +126,10 @@ std::vector<Case> table() {
       c.causal = causal;
       add("tile", c);
     }
-  // Wide tiles (256 query rows x 32 keys: non-causal, D >= 128, Nq >= 256, Nk >= 512; see
-  // plan.hpp): block and tile edges, GQA, bias with -inf, key lengths, probs, columns (K and V
-  // packed because they are not contiguous along D), Dv not a whole number of vectors.
+  // Wide tiles (256 query rows x 64 keys: non-causal, D >= 128, Nq >= 256, Nk >= 512; see
+  // plan.hpp; they accumulate O^T): block and tile edges, GQA, bias with -inf, key lengths,
+  // probs, columns (K and V packed because they are not contiguous along D), Dv not a whole
+  // number of vectors nor of the value kernel's 4 columns, V read backwards or packed.
   {
     Case a = make({1, 2, 1, 257, 513, 128, 128});
     a.bias = BiasKind::rows;
@@ -142,6 +143,13 @@ std::vector<Case> table() {
     c.notation = Notation::col3b1b;
     c.q_layout = c.k_layout = c.v_layout = c.out_layout = L::cols();
     add("wide", c);
+    Case d = make({1, 2, 1, 511, 517, 128, 131});  // last block 255 rows, last tile 5 keys
+    d.v_layout = L::flipped();
+    add("wide", d);
+    Case e = make({1, 1, 1, 260, 700, 129, 5});
+    e.v_layout = L::strided();
+    e.key_lengths = KeyLens::mixed;
+    add("wide", e);
   }
   // Grouped-query ratios 1, 2, 4, 8, with few queries (stacked heads) and many.
   for (I64 r : {1, 2, 4, 8})

@@ -3,7 +3,7 @@
 // Tiled attention with online softmax: for each block of kBlockQ query rows, key/value tiles
 // of kBlockK keys stream past; each tile's scores S = Q K^T are computed into a small buffer,
 // masked, exponentiated against a running row maximum, and accumulated into the output as
-// P V. Tile shapes (64 x 64, and 256 x 32 or 32 x 32 for some problems) are chosen per call
+// P V. Tile shapes (64 x 64, and 256 x 64 or 32 x 32 for some problems) are chosen per call
 // in plan.hpp. No N x N buffer exists (see attention.hpp for what is allocated). SIMD through Highway
 // (compiled for every x86 target, dispatched once per call), threads through OpenMP.
 //
@@ -250,6 +250,56 @@ struct Tiled {
     for (; x < dvp; x += L) ValueMicro<MR, 1>(pt, pl, v + x, ldv, keys, o + x, dvp);
   }
 
+  // c[e][x] += sum_j v[j][e] * pt[j][x] for e < ME, x < NV vectors: one block of O^T += V^T P^T,
+  // with the block's rows along the lanes (the same shape as the score kernel, so P^T is read by
+  // aligned vector loads and V by broadcasts).
+  //   v: element (j, e) at v[j * ldv + e] (ldv may be negative), pt [keys, *] (row stride ldp,
+  //   aligned), c [ME, *] (row stride ldc, aligned).
+  template <size_t ME, size_t NV>
+  static HWY_INLINE void ValueMicroT(const float* HWY_RESTRICT v, std::ptrdiff_t ldv, const float* HWY_RESTRICT pt,
+                                     size_t ldp, float* HWY_RESTRICT c, size_t ldc, size_t keys) {
+    const DF df;
+    const size_t L = hn::Lanes(df);
+    VF acc[ME][NV];
+    for (size_t e = 0; e < ME; ++e)
+      for (size_t x = 0; x < NV; ++x) acc[e][x] = hn::Load(df, c + e * ldc + x * L);
+    for (size_t j = 0; j < keys; ++j) {
+      VF pv[NV];
+      for (size_t x = 0; x < NV; ++x) pv[x] = hn::Load(df, pt + j * ldp + x * L);
+      const float* vj = v + std::ptrdiff_t(j) * ldv;
+      for (size_t e = 0; e < ME; ++e) {
+        const VF vb = hn::Set(df, vj[e]);
+        for (size_t x = 0; x < NV; ++x) acc[e][x] = hn::MulAdd(vb, pv[x], acc[e][x]);
+      }
+    }
+    for (size_t e = 0; e < ME; ++e)
+      for (size_t x = 0; x < NV; ++x) hn::Store(acc[e][x], df, c + e * ldc + x * L);
+  }
+
+  template <size_t ME>
+  static HWY_INLINE void ValueColumnsT(const float* v, std::ptrdiff_t ldv, const float* pt, size_t cols, float* c,
+                                       size_t keys) {
+    const size_t L = hn::Lanes(DF());
+    size_t x = 0;
+    for (; x + kNV * L <= cols; x += kNV * L) ValueMicroT<ME, kNV>(v, ldv, pt + x, kBlockQ, c + x, kBlockQ, keys);
+    for (; x < cols; x += L) ValueMicroT<ME, 1>(v, ldv, pt + x, kBlockQ, c + x, kBlockQ, keys);
+  }
+
+  // AccT [dv, cols] += V^T [dv, keys] * P^T [keys, cols].
+  static HWY_INLINE void ValueTileT(const float* pt, size_t cols, const float* v, std::ptrdiff_t ldv, size_t keys,
+                                    float* acct, size_t dv) {
+    size_t e = 0;
+    for (; e + kMR <= dv; e += kMR) ValueColumnsT<kMR>(v + e, ldv, pt, cols, acct + e * kBlockQ, keys);
+    for (; e < dv; ++e) ValueColumnsT<1>(v + e, ldv, pt, cols, acct + e * kBlockQ, keys);
+  }
+
+  // Wide blocks (256 rows) accumulate O^T, rows along the lanes: P^T is then read by aligned
+  // vector loads and V by broadcasts, each V element once per 64 rows, the score kernel's
+  // shape. Measured +3-5 % at (1,8,4096,128) and (1,8,2048,128) with 256 x 32 tiles (and so
+  // 64 keys per tile became worthwhile); 2-10 % slower for 64 x 64 blocks at D = 64, where the
+  // row layout stays (bench/NOTES.md section 9).
+  static constexpr bool kValuesTransposed = kBlockQ >= 256;
+
   // Acc [rows, dvp] += P [rows, keys] * V [keys, dvp], P laid out as pl says.
   static HWY_INLINE void ValueTile(const float* pt, PLayout pl, size_t rows, const float* v, std::ptrdiff_t ldv, size_t keys,
                             float* acc, size_t dvp) {
@@ -337,6 +387,7 @@ struct Tiled {
     float* vp;     // V [kBlockK, dvp], packed only when V rows are not whole contiguous vectors
     float* st;     // S^T then P^T [kBlockK, kBlockQ]; S then P [kBlockQ, kBlockK] when direct
     float* acc;    // unnormalised output [kBlockQ, dvp]
+    float* acct;   // the same transposed, O^T [Dv, kBlockQ], for wide blocks (not direct)
     float* m;      // running row maximum [kBlockQ]
     float* l;      // running row sum of 2^(score - m) [kBlockQ] (scores in base 2)
     float* alpha;  // per-tile rescale factors [kBlockQ]
@@ -358,14 +409,16 @@ struct Tiled {
     const size_t nq = RoundUp(size_t(s.D) * kBlockQ, a), nk = RoundUp(kBlockK * size_t(s.D), a),
                  nv = RoundUp(kBlockK * b.dvp, a), ns = kBlockK * kBlockQ, nacc = RoundUp(kBlockQ * b.dvp, a),
                  nm = kBlockQ;
-    float* base = Scratch::for_this_thread().reserve(2 * nq + nk + nv + ns + nacc + 3 * nm);
+    const size_t nacct = kValuesTransposed ? RoundUp(size_t(s.Dv) * kBlockQ, a) : 0;
+    float* base = Scratch::for_this_thread().reserve(2 * nq + nk + nv + ns + nacc + nacct + 3 * nm);
     b.qt = base;
     b.qp = b.qt + nq;
     b.kp = b.qp + nq;
     b.vp = b.kp + nk;
     b.st = b.vp + nv;
     b.acc = b.st + ns;
-    b.m = b.acc + nacc;
+    b.acct = b.acc + nacc;
+    b.m = b.acct + nacct;
     b.l = b.m + nm;
     b.alpha = b.l + nm;
     return b;
@@ -489,11 +542,21 @@ struct Tiled {
   // maximum m, the sum l of 2^(score - m) and the unnormalised output acc in buf.
   static inline void AttendKeys(const Problem& p, const Rows& rows, std::int64_t k0, std::int64_t k1, const Buffers& buf) {
     const AttentionShape& s = p.s;
+    const DF df;
+    const size_t L = hn::Lanes(df);
     std::fill(buf.m, buf.m + kBlockQ, kNegInf);
     std::fill(buf.l, buf.l + kBlockQ, 0.0f);
-    std::fill(buf.acc, buf.acc + rows.n * buf.dvp, 0.0f);
-    // V rows are read in place when they are contiguous whole vectors; otherwise packed.
-    const bool direct_v = p.v.strides[3] == 1 && size_t(s.Dv) == buf.dvp;
+    // O [rows, dvp] accumulates in acc, or, for wide blocks, O^T [Dv, cols] in acct with the rows
+    // along the lanes like S^T, transposed into acc at the end.
+    const bool value_t = !buf.direct && kValuesTransposed;
+    if (!value_t) {
+      std::fill(buf.acc, buf.acc + rows.n * buf.dvp, 0.0f);
+    } else {
+      std::fill(buf.acct, buf.acct + s.Dv * kBlockQ, 0.0f);
+    }
+    // V rows are read in place when they are contiguous (whole vectors for the direct path);
+    // otherwise packed.
+    const bool direct_v = p.v.strides[3] == 1 && (value_t || size_t(s.Dv) == buf.dvp);
     for (std::int64_t t0 = k0; t0 < k1; t0 += kBlockK) {
       const std::int64_t tl = std::min<std::int64_t>(kBlockK, k1 - t0);
       TileScores(p, rows, t0, tl, buf);
@@ -502,21 +565,44 @@ struct Tiled {
       } else {
         SoftmaxStep(buf, tl);
       }
-      for (std::int64_t r = 0; r < rows.n; ++r)
-        if (buf.alpha[r] != 1.0f) ScaleRow(buf.acc + r * buf.dvp, buf.dvp, buf.alpha[r]);
-      const float* vbase = p.v.data + rows.b * p.v.strides[0] + rows.g * p.v.strides[1] + t0 * p.v.strides[2];
-      if (direct_v) {
-        ValueTile(buf.st, buf.layout(), size_t(rows.n), vbase, p.v.strides[2], size_t(tl), buf.acc, buf.dvp);
+      if (!value_t) {
+        for (std::int64_t r = 0; r < rows.n; ++r)
+          if (buf.alpha[r] != 1.0f) ScaleRow(buf.acc + r * buf.dvp, buf.dvp, buf.alpha[r]);
       } else {
+        bool rescale = false;
+        for (size_t x = 0; x < buf.cols; ++x) rescale |= buf.alpha[x] != 1.0f;
+        if (rescale)
+          for (std::int64_t e = 0; e < s.Dv; ++e)
+            for (size_t x = 0; x < buf.cols; x += L) {
+              float* a = buf.acct + e * kBlockQ + x;
+              hn::Store(hn::Mul(hn::Load(df, a), hn::Load(df, buf.alpha + x)), df, a);
+            }
+      }
+      const float* vbase = p.v.data + rows.b * p.v.strides[0] + rows.g * p.v.strides[1] + t0 * p.v.strides[2];
+      const float* vrows = vbase;
+      std::ptrdiff_t ldv = p.v.strides[2];
+      if (!direct_v) {
         for (std::int64_t j = 0; j < tl; ++j) {
           float* dst = buf.vp + j * buf.dvp;
           const float* src = vbase + j * p.v.strides[2];
           for (std::int64_t e = 0; e < s.Dv; ++e) dst[e] = src[e * p.v.strides[3]];
           std::fill(dst + s.Dv, dst + buf.dvp, 0.0f);
         }
-        ValueTile(buf.st, buf.layout(), size_t(rows.n), buf.vp, std::ptrdiff_t(buf.dvp), size_t(tl), buf.acc, buf.dvp);
+        vrows = buf.vp;
+        ldv = std::ptrdiff_t(buf.dvp);
+      }
+      if (!value_t) {
+        ValueTile(buf.st, buf.layout(), size_t(rows.n), vrows, ldv, size_t(tl), buf.acc, buf.dvp);
+      } else {
+        ValueTileT(buf.st, buf.cols, vrows, ldv, size_t(tl), buf.acct, size_t(s.Dv));
       }
     }
+    if (value_t)
+      for (std::int64_t r = 0; r < rows.n; ++r) {
+        float* a = buf.acc + r * buf.dvp;
+        for (std::int64_t e = 0; e < s.Dv; ++e) a[e] = buf.acct[e * kBlockQ + r];
+        std::fill(a + s.Dv, a + buf.dvp, 0.0f);
+      }
   }
 
   // out = acc / l and lse = m + log(l); zeros and -inf for rows that saw no key.

@@ -22,13 +22,15 @@ namespace jomoim::detail {
 
 // Tile sizes: query rows per block x keys per tile. 64 x 64 is the default: at D = 64 it was
 // as fast as 128 or 256 rows non-causal and 5-20 % faster causal (less work on the diagonal).
-// Wide blocks, 256 x 32, serve long non-causal problems with D >= 128: each pass over K and V
+// Wide blocks, 256 x 64, serve long non-causal problems with D >= 128: each pass over K and V
 // (4 MiB per head at N = 4096, D = 128, beyond L2) then serves 4x more query rows; measured
-// 8 % faster at (1,8,4096,128) on 2 threads, 7 % at (1,8,2048,128) on one (bench/NOTES.md).
+// 8 % faster at (1,8,4096,128) on 2 threads, 7 % at (1,8,2048,128) on one, as 256 x 32; 64
+// keys per tile instead of 32 gained 3-4 % more once these blocks accumulate O^T, 128 keys
+// nothing (bench/NOTES.md).
 inline constexpr std::int64_t kBlockQ = 64;
 inline constexpr std::int64_t kBlockK = 64;
 inline constexpr std::int64_t kWideBlockQ = 256;
-inline constexpr std::int64_t kWideBlockK = 32;
+inline constexpr std::int64_t kWideBlockK = 64;
 // Narrow tiles, 32 x 32, serve short causal problems (Nq <= 512), where the diagonal tiles
 // (half masked) are a large share of the work: measured 15 % faster at (1,12,128,64), 2-5 %
 // at (4,8,256,64) and (1,12,512,64), and no faster from N = 1024 on.
