@@ -117,7 +117,7 @@ std::vector<Case> table() {
     Case e = make({1, 2, 1, 113, 1025, 59, 80});
     add("seq", e);
   }
-  // Tile boundaries (the default tiles: Bq = Bk = 64).
+  // Tile boundaries (the default tiles: Bq = 64 query rows, Bk = 256 keys).
   for (auto [nq, nk] : {std::pair<I64, I64>{63, 63}, {64, 64}, {65, 65}, {127, 129}, {129, 127},
                         {64, 65}, {65, 64}, {63, 129}, {129, 63}, {128, 128}})
     for (bool causal : {false, true}) {
@@ -125,6 +125,14 @@ std::vector<Case> table() {
       Case c = make({1, 2, 1, nq, nk, 40, 48});
       c.causal = causal;
       add("tile", c);
+    }
+  for (auto [nq, nk] : {std::pair<I64, I64>{255, 255}, {256, 256}, {257, 257}, {64, 257}, {65, 511},
+                        {100, 513}, {300, 255}, {1, 257}, {7, 512}})
+    for (bool causal : {false, true}) {
+      Case c = make({1, 2, 1, nq, nk, 24, 40});
+      c.causal = causal;
+      c.want_probs = nq <= 100;
+      add("ktile", c);
     }
   // Wide tiles (256 query rows x 64 keys: non-causal, D >= 128, Nq >= 256, Nk >= 512; see
   // plan.hpp; they accumulate O^T): block and tile edges, GQA, bias with -inf, key lengths,
@@ -162,11 +170,11 @@ std::vector<Case> table() {
       }
       add("gqa", c);
     }
-  // Bias broadcast shapes x -inf entries x causal; Nk = 70 crosses a key tile.
+  // Bias broadcast shapes x -inf entries x causal; Nk = 270 crosses a key tile of every shape.
   for (BiasKind k : {BiasKind::full, BiasKind::rows, BiasKind::keys, BiasKind::heads})
     for (BiasMask m : {BiasMask::none, BiasMask::random})
       for (bool causal : {false, true}) {
-        Case c = make({3, 4, 2, 19, 70, 24, 16});
+        Case c = make({3, 4, 2, 19, 270, 24, 16});
         c.bias = k;
         c.bias_mask = m;
         c.causal = causal;
@@ -175,7 +183,7 @@ std::vector<Case> table() {
   // Key lengths (0, Nk and between) with and without causal, Nq <, =, > Nk.
   for (KeyLens kl : {KeyLens::mixed, KeyLens::full, KeyLens::zero})
     for (bool causal : {false, true})
-      for (auto [nq, nk] : {std::pair<I64, I64>{5, 70}, {66, 66}, {80, 13}}) {
+      for (auto [nq, nk] : {std::pair<I64, I64>{5, 270}, {66, 66}, {80, 13}}) {
         Case c = make({6, 2, 1, nq, nk, 16, 8});
         c.key_lengths = kl;
         c.causal = causal;

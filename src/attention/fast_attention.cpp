@@ -3,7 +3,7 @@
 // Tiled attention with online softmax: for each block of kBlockQ query rows, key/value tiles
 // of kBlockK keys stream past; each tile's scores S = Q K^T are computed into a small buffer,
 // masked, exponentiated against a running row maximum, and accumulated into the output as
-// P V. Tile shapes (64 x 64, and 256 x 64 or 32 x 32 for some problems) are chosen per call
+// P V. Tile shapes (64 x 256, and 256 x 64 or 32 x 32 for some problems) are chosen per call
 // in plan.hpp. No N x N buffer exists (see attention.hpp for what is allocated). SIMD through Highway
 // (compiled for every x86 target, dispatched once per call), threads through OpenMP.
 //
@@ -296,7 +296,7 @@ struct Tiled {
   // Wide blocks (256 rows) accumulate O^T, rows along the lanes: P^T is then read by aligned
   // vector loads and V by broadcasts, each V element once per 64 rows, the score kernel's
   // shape. Measured +3-5 % at (1,8,4096,128) and (1,8,2048,128) with 256 x 32 tiles (and so
-  // 64 keys per tile became worthwhile); 2-10 % slower for 64 x 64 blocks at D = 64, where the
+  // 64 keys per tile became worthwhile); 2-10 % slower for 64-row blocks at D = 64, where the
   // row layout stays (bench/NOTES.md section 9).
   static constexpr bool kValuesTransposed = kBlockQ >= 256;
 

@@ -20,15 +20,19 @@
 
 namespace jomoim::detail {
 
-// Tile sizes: query rows per block x keys per tile. 64 x 64 is the default: at D = 64 it was
+// Tile sizes: query rows per block x keys per tile. 64 x 256 is the default. 64 rows: at D = 64
 // as fast as 128 or 256 rows non-causal and 5-20 % faster causal (less work on the diagonal).
+// 256 keys: the output accumulator is reloaded and rescaled once per tile, so longer tiles
+// amortise it; 3-8 % faster than 64 keys at (1,12,1024..4096,64) on two threads, 3-4 % causal,
+// 512 keys no faster (bench/NOTES.md section 9). A tile's last keys are not computed past the
+// block's last visible key, so causal blocks do no more work with longer tiles.
 // Wide blocks, 256 x 64, serve long non-causal problems with D >= 128: each pass over K and V
 // (4 MiB per head at N = 4096, D = 128, beyond L2) then serves 4x more query rows; measured
 // 8 % faster at (1,8,4096,128) on 2 threads, 7 % at (1,8,2048,128) on one, as 256 x 32; 64
 // keys per tile instead of 32 gained 3-4 % more once these blocks accumulate O^T, 128 keys
 // nothing (bench/NOTES.md).
 inline constexpr std::int64_t kBlockQ = 64;
-inline constexpr std::int64_t kBlockK = 64;
+inline constexpr std::int64_t kBlockK = 256;
 inline constexpr std::int64_t kWideBlockQ = 256;
 inline constexpr std::int64_t kWideBlockK = 64;
 // Narrow tiles, 32 x 32, serve short causal problems (Nq <= 512), where the diagonal tiles
