@@ -85,10 +85,12 @@ def render(records):
     threads = machine.get("threads", 2)
     sgemm = [r for r in records if r.get("kind") == "sgemm" and r.get("gflops")]
     copy = [r for r in records if r.get("kind") == "copy" and r.get("copy_gbs")]
+    fma = [r for r in records if r.get("kind") == "fma_peak" and r.get("gflops")]
     # A ceiling is what the hardware can do; other work on the machine only lowers a sample of it,
     # so the best sample of the run is the ceiling.
     sgemm_gflops = max(r["gflops"] for r in sgemm) if sgemm else None
     copy_gbs = max(r["copy_gbs"] for r in copy) if copy else None
+    fma_gflops = max(r["gflops"] for r in fma) if fma else None
     passes = sorted({r["pass"] for r in records if "pass" in r})
     # The ceilings measured right before each shape of each pass, for ratios side by side.
     copy_at = {(r.get("pass"), r.get("shape_no")): r["copy_gbs"] for r in copy}
@@ -130,6 +132,14 @@ def render(records):
     p("## Results")
     p("")
     ceiling = f"{sgemm_gflops:.0f} GFLOP/s" if sgemm_gflops else "not measured"
+    fma_sentence = ""
+    if fma_gflops:
+        fma_sentence = (f" Above it is the cores' fp32 FMA peak, {fma_gflops:.0f} GFLOP/s (`jomoim bench "
+                        f"--fma-peak`: independent FMA chains that never leave the registers, best of "
+                        f"{len(fma)} measurements)")
+        if sgemm_gflops:
+            fma_sentence += f"; sgemm reaches {100 * sgemm_gflops / fma_gflops:.0f}% of it"
+        fma_sentence += "."
     p(f"Shapes are (B, H, N, D) with Nq = Nk = N and Dv = D; decode is one query row against a "
       f"4096-entry KV cache. Each program ran once per shape in each of {len(passes)} pass(es) and "
       f"reported the median of its calls; the table shows each program's lowest such median (its "
@@ -137,8 +147,8 @@ def render(records):
       f"peer ms / jomoim ms (above 1: jomoim is faster); in brackets the range of the same ratio "
       f"within each pass, where the programs ran minutes apart at most. The sgemm ceiling is OpenBLAS "
       f"cblas_sgemm at n = 2048 on the same {threads} threads, best of {len(sgemm)} measurements "
-      f"spread over the run: {ceiling}. Peak memory is jomoim's peak RSS, and in brackets its growth "
-      f"over the RSS once inputs and outputs exist.")
+      f"spread over the run: {ceiling}.{fma_sentence} Peak memory is jomoim's peak RSS, and in brackets "
+      f"its growth over the RSS once inputs and outputs exist.")
     p("")
     p("| shape | causal | jomoim ms | GFLOP/s | best peer (ms) | speed-up (per pass) | % of sgemm "
       "| peak MiB (extra) |")
@@ -257,6 +267,10 @@ def render(records):
         gf = sorted(r["gflops"] for r in sgemm)
         line = (f"sgemm ceiling samples (GFLOP/s): lowest {gf[0]:.0f}, median {statistics.median(gf):.0f}, "
                 f"best {gf[-1]:.0f} ({len(gf)} samples)")
+        if fma:
+            ff = sorted(r["gflops"] for r in fma)
+            line += (f"; FMA peak samples (GFLOP/s): lowest {ff[0]:.0f}, median {statistics.median(ff):.0f}, "
+                     f"best {ff[-1]:.0f}")
         if copy:
             gb = sorted(r["copy_gbs"] for r in copy)
             line += (f"; copy bandwidth (GB/s): lowest {gb[0]:.1f}, median {statistics.median(gb):.1f}, "
@@ -358,7 +372,8 @@ def render(records):
     p("- jomoim runs with its defaults (OpenMP, the best SIMD target of the CPU) and `--threads "
       f"{threads}`. Ceilings: `jomoim bench --ceilings-only` (OpenBLAS cblas_sgemm, square n = 2048, "
       "median of repeated calls; copy: memcpy of 256 MiB split over the threads, bytes read + written, "
-      "best of 10) with every shape of every pass.")
+      "best of 10; FMA peak: 12 independent chains of vector FMAs per thread, best of 5 runs of 0.2 s) "
+      "with every shape of every pass.")
     return "\n".join(out) + "\n"
 
 

@@ -200,6 +200,8 @@ def summary(r):
         return f"sgemm {r['gflops']:.0f} GFLOP/s"
     if r.get("kind") == "copy":
         return f"copy {r['copy_gbs']:.1f} GB/s"
+    if r.get("kind") == "fma_peak":
+        return f"FMA peak {r['gflops']:.0f} GFLOP/s"
     return f"{r['median_ms']:.3f} ms"
 
 

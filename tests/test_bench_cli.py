@@ -5,7 +5,8 @@
   threads): the record must say the output passed the float64 check, that the last timed
   call's output equals the first call's bit for bit (`repeat_bitwise`), and carry consistent
   rates (GFLOP/s from the median time and the shape's FLOPs).
-- `--ceilings-only --json`: one sgemm and one copy record with positive rates.
+- `--ceilings-only --json`: one sgemm, one copy and one FMA-peak record with positive rates;
+  `--fma-peak` alone gives only the last.
 - bench/report.py on a synthetic run: the decode sentence compares each pass's decode rate
   with the copy bandwidth measured next to it in the same pass (side by side), as well as with
   the best copy of the run, and a wrong jomoim result is marked WRONG.
@@ -63,9 +64,14 @@ def case_attention_records():
 def case_ceilings():
     recs = bench_json("--ceilings-only", "--threads", 1, "--sgemm-n", 192, "--copy-mib", 8)
     kinds = {r["kind"]: r for r in recs}
-    assert set(kinds) == {"sgemm", "copy"}, recs
+    assert set(kinds) == {"sgemm", "copy", "fma_peak"}, recs
     assert kinds["sgemm"]["gflops"] > 0 and kinds["sgemm"]["n"] == 192, kinds["sgemm"]
     assert kinds["copy"]["copy_gbs"] >= kinds["copy"]["copy_gbs_median"] > 0, kinds["copy"]
+    fma = kinds["fma_peak"]
+    assert fma["gflops"] >= fma["gflops_median"] > 0 and fma["threads"] == 1 and fma["runs"] == 5, fma
+    # One flag measures only its own ceiling.
+    only = bench_json("--ceilings-only", "--fma-peak", "--threads", 2, "--min-time", 0.1)
+    assert [r["kind"] for r in only] == ["fma_peak"] and only[0]["threads"] == 2, only
 
 
 def synthetic_run():
@@ -76,6 +82,7 @@ def synthetic_run():
         at = {"pass": pass_no, "shape_no": 0}
         recs.append(dict(at, kind="sgemm", gflops=200.0))
         recs.append(dict(at, kind="copy", copy_gbs=copy))
+        recs.append(dict(at, kind="fma_peak", gflops=230.0 + 20 * pass_no, gflops_median=200.0))
         ms = 33.6 / gbs  # any time; the decode sentence uses gbs
         recs.append(dict(shape, **at, kind="attention", status="ok", impl="jomoim", variant="", median_ms=ms,
                          gflops=1.0, gbs=gbs, peak_rss_mib=40, extra_mib=0.4))
@@ -92,6 +99,9 @@ def case_report_side_by_side():
     assert "30.0 GB/s (75% of that best)" in md, md
     line = next(ln for ln in md.splitlines() if ln.startswith("Side by side"))
     assert "78% (75–80%)" in line, line
+    # The FMA peak is the best sample (270 of 250 and 270); sgemm's best (200) is 74 % of it.
+    assert "fp32 FMA peak, 270 GFLOP/s" in md and "sgemm reaches 74% of it" in md, md
+    assert "FMA peak samples (GFLOP/s): lowest 250, median 260, best 270" in md, md
 
 
 def case_report_memory_sweep():

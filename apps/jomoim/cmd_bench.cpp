@@ -3,8 +3,9 @@
 //
 //   jomoim bench [--batch B --heads Hq --kv-heads Hkv --q-len Nq --kv-len Nk --head-dim D
 //                 --value-dim Dv --causal --threads T --target NAME] [--json]
-//   jomoim bench --sgemm --copy            ... and the two ceilings, measured after the attention
-//   jomoim bench --ceilings-only [--sgemm] [--copy]   only the ceilings (both when neither given)
+//   jomoim bench --sgemm --copy --fma-peak ... and the ceilings, measured after the attention
+//   jomoim bench --ceilings-only [--sgemm] [--copy] [--fma-peak]
+//                                          only the ceilings (all three when none is given)
 //   jomoim bench --quick                   self-check of every SIMD target against the float64
 //                                          reference, then a small timing table; exit 1 on FAIL
 //
@@ -58,7 +59,7 @@ struct BenchOptions {
   double min_time = 1.0;  // seconds of timed calls, at least
   std::string target;
   unsigned seed = 42;
-  bool json = false, sgemm = false, copy = false, ceilings_only = false, quick = false,
+  bool json = false, sgemm = false, copy = false, fma = false, ceilings_only = false, quick = false,
        no_check = false;
   Index sgemm_n = 2048;  // large enough that OpenBLAS runs at its plateau on 1-2 cores
   Index copy_mib = 256;  // per buffer: far beyond any cache, as a KV cache would be
@@ -525,7 +526,27 @@ Json copy_json(const Copy& c, int threads) {
               {"copy_gbs_median", c.median_gbs}};
 }
 
-void print_ceilings(const BenchOptions& o, bool sgemm, bool copy, int threads) {
+Json fma_json(const FmaPeak& f, int threads) {
+  return Json{{"kind", "fma_peak"},
+              {"threads", threads},
+              {"target", active_simd_target()},
+              {"gflops", f.best_gflops},
+              {"gflops_median", f.median_gflops},
+              {"runs", f.runs}};
+}
+
+void print_ceilings(const BenchOptions& o, bool sgemm, bool copy, bool fma, int threads) {
+  if (fma) {
+    // Five runs of 0.2 s at most, less when --min-time asks for a quicker bench.
+    const FmaPeak f = fma_peak(threads, std::clamp(o.min_time / 5, 0.01, 0.2), 5);
+    if (o.json)
+      std::printf("%s\n", fma_json(f, threads).dump().c_str());
+    else
+      std::printf(
+          "FMA peak: %s, %d threads: %.1f GFLOP/s best, %.1f median (independent FMA chains in "
+          "registers: the cores' fp32 limit)\n",
+          active_simd_target().c_str(), threads, f.best_gflops, f.median_gflops);
+  }
   if (sgemm) {
     if (!o.json)
       std::fprintf(stderr, "bench: timing OpenBLAS sgemm n=%lld ...\n", (long long)o.sgemm_n);
@@ -603,8 +624,8 @@ void run_single(const BenchOptions& o) {
                   r.peak_rss_mib, r.extra_mib, o.no_check ? "skipped" : check);
     }
   }
-  const bool both = o.ceilings_only && !o.sgemm && !o.copy;
-  print_ceilings(o, o.sgemm || both, o.copy || both, threads);
+  const bool all = o.ceilings_only && !o.sgemm && !o.copy && !o.fma;
+  print_ceilings(o, o.sgemm || all, o.copy || all, o.fma || all, threads);
 }
 
 // The self-check cases of --quick: the shapes and options that break kernels (DESIGN.md).
@@ -778,7 +799,7 @@ void add_bench_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "bench",
       "Time the attention engine on one shape (checked against the float64 reference first); "
-      "--sgemm/--copy add this machine's ceilings; --quick runs the self-check and a small table");
+      "--sgemm/--copy/--fma-peak add this machine's ceilings; --quick runs the self-check and a small table");
   std::vector<CLI::Option*> shape_flags{
       cmd->add_option("--batch", o->batch, "B: batch size")
           ->check(at_least(1))
@@ -825,8 +846,10 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--copy-mib", o->copy_mib, "copy buffer size, MiB")
       ->check(at_least(1))
       ->capture_default_str();
+  cmd->add_flag("--fma-peak", o->fma,
+                "also measure the fp32 FMA peak (independent FMA chains in registers)");
   cmd->add_flag("--ceilings-only", o->ceilings_only,
-                "measure only the ceilings (those of --sgemm/--copy; both when neither is given)");
+                "measure only the ceilings (those of --sgemm/--copy/--fma-peak; all three when none is given)");
   CLI::Option* quick =
       cmd->add_flag("--quick", o->quick,
                     "self-check every SIMD target against the float64 reference on a "
