@@ -348,11 +348,14 @@ struct Tiled {
   };
 
   // Work item index -> rows. Under causality the blocks with the most visible keys (the last
-  // query positions) come first, so dynamic scheduling ends with the cheap blocks.
+  // query positions) come first, across all heads, so dynamic scheduling ends with the cheap
+  // blocks. Otherwise every block costs the same, and the blocks of one (batch, kv head) are
+  // consecutive items: the threads then read the same K and V, which stay in L3, instead of
+  // each streaming another head's from memory.
   static inline void RowsOfItem(const Problem& p, const Plan& plan, std::int64_t item, Rows& rows) {
     const AttentionShape& s = p.s;
-    const std::int64_t bg = item % (s.B * s.Hkv);
-    const std::int64_t rank = item / (s.B * s.Hkv);
+    const std::int64_t bg = p.causal ? item % (s.B * s.Hkv) : item / plan.blocks_per_group;
+    const std::int64_t rank = p.causal ? item / (s.B * s.Hkv) : item % plan.blocks_per_group;
     rows.b = bg / s.Hkv;
     rows.g = bg % s.Hkv;
     rows.n = 0;
