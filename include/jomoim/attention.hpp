@@ -30,8 +30,8 @@
 // tile when K is not contiguous along D, a packed value tile when V is not, the score tile,
 // the output accumulator), where the tile shape Bq x Bk is 64 x 256, 32 x 32 (short causal)
 // or 256 x 64 (long non-causal, D >= 128; these also keep the accumulator transposed, Bq*Dv
-// floats more): 417 KiB at D = Dv = 128 with 64 x 256, 643 KiB with 256 x 64. It is allocated on the thread's first call, grown only when a later call
-// needs more, and reused. The decode path (few query rows, many keys, several threads)
+// floats more): 417 KiB at D = Dv = 128 with 64 x 256, 643 KiB with 256 x 64. It is
+// allocated on the thread's first call, grown only when a later call needs more, and reused. The decode path (few query rows, many keys, several threads)
 // also keeps, per calling thread and likewise reused, a buffer of partial results of
 // units * Bq * (Dv + 2) floats, where units is below 8 * threads. The probs output is the
 // only N x N memory, and it is the caller's.

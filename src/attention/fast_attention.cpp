@@ -116,23 +116,28 @@ HWY_INLINE hn::Vec<hn::Full128<float>> Sum4(VF a, VF b, VF c, VF d) {
 template <std::int64_t kBlockQ, std::int64_t kBlockK>
 struct Tiled {
 
-  // c[r][x] = sum_d a[r][d] * bt[d][x] for r < MR, x < NV vectors.
-  //   a [MR, depth] (row stride lda, read by broadcasts, any alignment or sign of stride),
-  //   bt [depth, *] (row stride ldb, aligned), c [MR, *] (row stride ldc, aligned).
-  // Used for S^T = K Q^T (a = keys, bt = Q^T).
-  template <size_t MR, size_t NV>
+  // c[r][x] (+)= sum_d a(r, d) * bt[d][x] for r < MR, x < NV vectors: the register-blocked
+  // kernel of both products whose rows run along the lanes.
+  //   a(r, d) is a[r * lda + d], or a[d * lda + r] with kColumnsOfA (read by broadcasts; any
+  //   alignment or sign of stride); bt [depth, *] (row stride ldb, aligned); c [MR, *] (row
+  //   stride ldc, aligned), overwritten, or added to with kAccumulate.
+  // Used for S^T = K Q^T (a = K rows, bt = Q^T) and for O^T += V^T P^T (a = V read by columns,
+  // bt = P^T, accumulating).
+  template <size_t MR, size_t NV, bool kColumnsOfA, bool kAccumulate>
   static HWY_INLINE void BroadcastMicro(const float* HWY_RESTRICT a, std::ptrdiff_t lda, const float* HWY_RESTRICT bt,
-                                 size_t ldb, float* HWY_RESTRICT c, size_t ldc, size_t depth) {
+                                        size_t ldb, float* HWY_RESTRICT c, size_t ldc, size_t depth) {
     const DF df;
     const size_t L = hn::Lanes(df);
     VF acc[MR][NV];
     for (size_t r = 0; r < MR; ++r)
-      for (size_t x = 0; x < NV; ++x) acc[r][x] = hn::Zero(df);
+      for (size_t x = 0; x < NV; ++x) acc[r][x] = kAccumulate ? hn::Load(df, c + r * ldc + x * L) : hn::Zero(df);
     for (size_t d = 0; d < depth; ++d) {
       VF bv[NV];
       for (size_t x = 0; x < NV; ++x) bv[x] = hn::Load(df, bt + d * ldb + x * L);
       for (size_t r = 0; r < MR; ++r) {
-        const VF ab = hn::Set(df, a[std::ptrdiff_t(r) * lda + std::ptrdiff_t(d)]);
+        const std::ptrdiff_t at = kColumnsOfA ? std::ptrdiff_t(d) * lda + std::ptrdiff_t(r)
+                                              : std::ptrdiff_t(r) * lda + std::ptrdiff_t(d);
+        const VF ab = hn::Set(df, a[at]);
         for (size_t x = 0; x < NV; ++x) acc[r][x] = hn::MulAdd(ab, bv[x], acc[r][x]);
       }
     }
@@ -140,20 +145,26 @@ struct Tiled {
       for (size_t x = 0; x < NV; ++x) hn::Store(acc[r][x], df, c + r * ldc + x * L);
   }
 
-  template <size_t MR>
-  static HWY_INLINE void ScoreKeys(const float* k, std::ptrdiff_t ldk, const float* qt, size_t cols, float* st, size_t depth) {
+  // The kernel above over all `cols` columns of bt and c (a multiple of the lanes), whose rows
+  // are kBlockQ floats apart.
+  template <size_t MR, bool kColumnsOfA, bool kAccumulate>
+  static HWY_INLINE void BroadcastColumns(const float* a, std::ptrdiff_t lda, const float* bt, size_t cols, float* c,
+                                          size_t depth) {
     const size_t L = hn::Lanes(DF());
     size_t x = 0;
-    for (; x + kNV * L <= cols; x += kNV * L) BroadcastMicro<MR, kNV>(k, ldk, qt + x, kBlockQ, st + x, kBlockQ, depth);
-    for (; x < cols; x += L) BroadcastMicro<MR, 1>(k, ldk, qt + x, kBlockQ, st + x, kBlockQ, depth);
+    for (; x + kNV * L <= cols; x += kNV * L)
+      BroadcastMicro<MR, kNV, kColumnsOfA, kAccumulate>(a, lda, bt + x, kBlockQ, c + x, kBlockQ, depth);
+    for (; x < cols; x += L) BroadcastMicro<MR, 1, kColumnsOfA, kAccumulate>(a, lda, bt + x, kBlockQ, c + x, kBlockQ, depth);
   }
 
   // S^T [keys, cols] = K [keys, D] * Q^T [D, cols]; cols = rows rounded up to whole vectors.
   static HWY_INLINE void ScoreTile(const float* k, std::ptrdiff_t ldk, size_t keys, const float* qt, size_t cols,
                             float* st, size_t depth) {
     size_t j = 0;
-    for (; j + kMR <= keys; j += kMR) ScoreKeys<kMR>(k + std::ptrdiff_t(j) * ldk, ldk, qt, cols, st + j * kBlockQ, depth);
-    for (; j < keys; ++j) ScoreKeys<1>(k + std::ptrdiff_t(j) * ldk, ldk, qt, cols, st + j * kBlockQ, depth);
+    for (; j + kMR <= keys; j += kMR)
+      BroadcastColumns<kMR, false, false>(k + std::ptrdiff_t(j) * ldk, ldk, qt, cols, st + j * kBlockQ, depth);
+    for (; j < keys; ++j)
+      BroadcastColumns<1, false, false>(k + std::ptrdiff_t(j) * ldk, ldk, qt, cols, st + j * kBlockQ, depth);
   }
 
   // Few query rows (decode): s[r][j] = q[r] . k[j], one key row at a time, vectorised over D.
@@ -250,47 +261,13 @@ struct Tiled {
     for (; x < dvp; x += L) ValueMicro<MR, 1>(pt, pl, v + x, ldv, keys, o + x, dvp);
   }
 
-  // c[e][x] += sum_j v[j][e] * pt[j][x] for e < ME, x < NV vectors: one block of O^T += V^T P^T,
-  // with the block's rows along the lanes (the same shape as the score kernel, so P^T is read by
-  // aligned vector loads and V by broadcasts).
-  //   v: element (j, e) at v[j * ldv + e] (ldv may be negative), pt [keys, *] (row stride ldp,
-  //   aligned), c [ME, *] (row stride ldc, aligned).
-  template <size_t ME, size_t NV>
-  static HWY_INLINE void ValueMicroT(const float* HWY_RESTRICT v, std::ptrdiff_t ldv, const float* HWY_RESTRICT pt,
-                                     size_t ldp, float* HWY_RESTRICT c, size_t ldc, size_t keys) {
-    const DF df;
-    const size_t L = hn::Lanes(df);
-    VF acc[ME][NV];
-    for (size_t e = 0; e < ME; ++e)
-      for (size_t x = 0; x < NV; ++x) acc[e][x] = hn::Load(df, c + e * ldc + x * L);
-    for (size_t j = 0; j < keys; ++j) {
-      VF pv[NV];
-      for (size_t x = 0; x < NV; ++x) pv[x] = hn::Load(df, pt + j * ldp + x * L);
-      const float* vj = v + std::ptrdiff_t(j) * ldv;
-      for (size_t e = 0; e < ME; ++e) {
-        const VF vb = hn::Set(df, vj[e]);
-        for (size_t x = 0; x < NV; ++x) acc[e][x] = hn::MulAdd(vb, pv[x], acc[e][x]);
-      }
-    }
-    for (size_t e = 0; e < ME; ++e)
-      for (size_t x = 0; x < NV; ++x) hn::Store(acc[e][x], df, c + e * ldc + x * L);
-  }
-
-  template <size_t ME>
-  static HWY_INLINE void ValueColumnsT(const float* v, std::ptrdiff_t ldv, const float* pt, size_t cols, float* c,
-                                       size_t keys) {
-    const size_t L = hn::Lanes(DF());
-    size_t x = 0;
-    for (; x + kNV * L <= cols; x += kNV * L) ValueMicroT<ME, kNV>(v, ldv, pt + x, kBlockQ, c + x, kBlockQ, keys);
-    for (; x < cols; x += L) ValueMicroT<ME, 1>(v, ldv, pt + x, kBlockQ, c + x, kBlockQ, keys);
-  }
-
-  // AccT [dv, cols] += V^T [dv, keys] * P^T [keys, cols].
+  // AccT [dv, cols] += V^T [dv, keys] * P^T [keys, cols], the score kernel's shape: P^T by
+  // aligned vector loads, V by broadcasts.
   static HWY_INLINE void ValueTileT(const float* pt, size_t cols, const float* v, std::ptrdiff_t ldv, size_t keys,
                                     float* acct, size_t dv) {
     size_t e = 0;
-    for (; e + kMR <= dv; e += kMR) ValueColumnsT<kMR>(v + e, ldv, pt, cols, acct + e * kBlockQ, keys);
-    for (; e < dv; ++e) ValueColumnsT<1>(v + e, ldv, pt, cols, acct + e * kBlockQ, keys);
+    for (; e + kMR <= dv; e += kMR) BroadcastColumns<kMR, true, true>(v + e, ldv, pt, cols, acct + e * kBlockQ, keys);
+    for (; e < dv; ++e) BroadcastColumns<1, true, true>(v + e, ldv, pt, cols, acct + e * kBlockQ, keys);
   }
 
   // Wide blocks (256 rows) accumulate O^T, rows along the lanes: P^T is then read by aligned

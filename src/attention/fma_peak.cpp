@@ -70,10 +70,10 @@ FmaPeak fma_peak(int threads, double seconds, int runs) {
   if (!(seconds > 0)) throw Error("fma peak: seconds per run must be positive");
   if (runs < 1) throw Error("fma peak: runs must be at least 1, got " + std::to_string(runs));
   using Clock = std::chrono::steady_clock;
-  // One parallel run of `iterations` steps per thread: its GFLOP/s (2 flops per FMA lane) and
-  // its seconds.
-  auto run = [&](std::int64_t iterations, double* took) {
-    std::int64_t lanes = 1;
+  // One parallel run of `iterations` steps per thread; returns its seconds. Every step is 12
+  // FMAs on `lanes` lanes, 2 flops each.
+  std::int64_t lanes = 1;
+  auto run = [&](std::int64_t iterations) {
     float sink = 0;
     const auto t0 = Clock::now();
 #pragma omp parallel num_threads(threads) reduction(+ : sink)
@@ -83,20 +83,17 @@ FmaPeak fma_peak(int threads, double seconds, int runs) {
 #pragma omp master
       lanes = l;
     }
-    *took = std::max(std::chrono::duration<double>(Clock::now() - t0).count(), 1e-9);
     volatile float keep = sink;  // the chains' result is used
     (void)keep;
-    return 2.0 * 12.0 * double(lanes) * double(iterations) * double(threads) / *took / 1e9;
+    return std::max(std::chrono::duration<double>(Clock::now() - t0).count(), 1e-9);
   };
   // A short probe sizes the runs to about `seconds` each.
   const std::int64_t probe = 1 << 18;
-  double probe_seconds = 0;
-  run(probe, &probe_seconds);
-  const std::int64_t iterations = std::max<std::int64_t>(probe, std::int64_t(double(probe) * seconds / probe_seconds));
+  const std::int64_t iterations = std::max<std::int64_t>(probe, std::int64_t(double(probe) * seconds / run(probe)));
   std::vector<double> rates;
   for (int i = 0; i < runs; ++i) {
-    double took = 0;
-    rates.push_back(run(iterations, &took));
+    const double took = run(iterations);
+    rates.push_back(2.0 * 12.0 * double(lanes) * double(iterations) * double(threads) / took / 1e9);
   }
   std::sort(rates.begin(), rates.end());
   FmaPeak r;
