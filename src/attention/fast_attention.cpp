@@ -45,8 +45,14 @@ using VF = hn::Vec<DF>;
 // (16 accumulators + 4 operands fit); the other x86 targets have 16.
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
 constexpr size_t kNV = 4;
+// The transposed P·V of the wide blocks (O^T += V^T P^T) is blocked 8 x 2 instead: half the
+// P^T loads per key (its rows are 1 KiB apart and come from L2) and 8 V broadcasts from one
+// cache line. Measured +1-2 % at (1,8,2048..4096,128) on one thread; the same 8 x 2 blocking
+// for the scores gained nothing (bench/NOTES.md section 10).
+constexpr size_t kValueMR = 8, kValueNV = 2;
 #else
 constexpr size_t kNV = 2;
+constexpr size_t kValueMR = 4, kValueNV = kNV;
 #endif
 constexpr size_t kMR = 4;
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
@@ -123,14 +129,24 @@ struct Tiled {
   //   stride ldc, aligned), overwritten, or added to with kAccumulate.
   // Used for S^T = K Q^T (a = K rows, bt = Q^T) and for O^T += V^T P^T (a = V read by columns,
   // bt = P^T, accumulating).
+  //   With kAccumulate, a non-null cscale first multiplies c's columns: c[r][x] *= cscale[x]
+  //   (the online softmax's rescale of O^T, folded into the one load of c per tile).
   template <size_t MR, size_t NV, bool kColumnsOfA, bool kAccumulate>
   static HWY_INLINE void BroadcastMicro(const float* HWY_RESTRICT a, std::ptrdiff_t lda, const float* HWY_RESTRICT bt,
-                                        size_t ldb, float* HWY_RESTRICT c, size_t ldc, size_t depth) {
+                                        size_t ldb, float* HWY_RESTRICT c, size_t ldc, size_t depth,
+                                        const float* HWY_RESTRICT cscale = nullptr) {
     const DF df;
     const size_t L = hn::Lanes(df);
     VF acc[MR][NV];
-    for (size_t r = 0; r < MR; ++r)
-      for (size_t x = 0; x < NV; ++x) acc[r][x] = kAccumulate ? hn::Load(df, c + r * ldc + x * L) : hn::Zero(df);
+    if (kAccumulate && cscale != nullptr) {
+      VF f[NV];
+      for (size_t x = 0; x < NV; ++x) f[x] = hn::Load(df, cscale + x * L);
+      for (size_t r = 0; r < MR; ++r)
+        for (size_t x = 0; x < NV; ++x) acc[r][x] = hn::Mul(hn::Load(df, c + r * ldc + x * L), f[x]);
+    } else {
+      for (size_t r = 0; r < MR; ++r)
+        for (size_t x = 0; x < NV; ++x) acc[r][x] = kAccumulate ? hn::Load(df, c + r * ldc + x * L) : hn::Zero(df);
+    }
     for (size_t d = 0; d < depth; ++d) {
       VF bv[NV];
       for (size_t x = 0; x < NV; ++x) bv[x] = hn::Load(df, bt + d * ldb + x * L);
@@ -147,14 +163,17 @@ struct Tiled {
 
   // The kernel above over all `cols` columns of bt and c (a multiple of the lanes), whose rows
   // are kBlockQ floats apart.
-  template <size_t MR, bool kColumnsOfA, bool kAccumulate>
+  template <size_t MR, size_t NV, bool kColumnsOfA, bool kAccumulate>
   static HWY_INLINE void BroadcastColumns(const float* a, std::ptrdiff_t lda, const float* bt, size_t cols, float* c,
-                                          size_t depth) {
+                                          size_t depth, const float* cscale = nullptr) {
     const size_t L = hn::Lanes(DF());
     size_t x = 0;
-    for (; x + kNV * L <= cols; x += kNV * L)
-      BroadcastMicro<MR, kNV, kColumnsOfA, kAccumulate>(a, lda, bt + x, kBlockQ, c + x, kBlockQ, depth);
-    for (; x < cols; x += L) BroadcastMicro<MR, 1, kColumnsOfA, kAccumulate>(a, lda, bt + x, kBlockQ, c + x, kBlockQ, depth);
+    for (; x + NV * L <= cols; x += NV * L)
+      BroadcastMicro<MR, NV, kColumnsOfA, kAccumulate>(a, lda, bt + x, kBlockQ, c + x, kBlockQ, depth,
+                                                       cscale ? cscale + x : nullptr);
+    for (; x < cols; x += L)
+      BroadcastMicro<MR, 1, kColumnsOfA, kAccumulate>(a, lda, bt + x, kBlockQ, c + x, kBlockQ, depth,
+                                                      cscale ? cscale + x : nullptr);
   }
 
   // S^T [keys, cols] = K [keys, D] * Q^T [D, cols]; cols = rows rounded up to whole vectors.
@@ -162,9 +181,9 @@ struct Tiled {
                             float* st, size_t depth) {
     size_t j = 0;
     for (; j + kMR <= keys; j += kMR)
-      BroadcastColumns<kMR, false, false>(k + std::ptrdiff_t(j) * ldk, ldk, qt, cols, st + j * kBlockQ, depth);
+      BroadcastColumns<kMR, kNV, false, false>(k + std::ptrdiff_t(j) * ldk, ldk, qt, cols, st + j * kBlockQ, depth);
     for (; j < keys; ++j)
-      BroadcastColumns<1, false, false>(k + std::ptrdiff_t(j) * ldk, ldk, qt, cols, st + j * kBlockQ, depth);
+      BroadcastColumns<1, kNV, false, false>(k + std::ptrdiff_t(j) * ldk, ldk, qt, cols, st + j * kBlockQ, depth);
   }
 
   // Few query rows (decode): s[r][j] = q[r] . k[j], one key row at a time, vectorised over D.
@@ -261,13 +280,19 @@ struct Tiled {
     for (; x < dvp; x += L) ValueMicro<MR, 1>(pt, pl, v + x, ldv, keys, o + x, dvp);
   }
 
-  // AccT [dv, cols] += V^T [dv, keys] * P^T [keys, cols], the score kernel's shape: P^T by
-  // aligned vector loads, V by broadcasts.
+  // AccT [dv, cols] = AccT * alpha (per column) + V^T [dv, keys] * P^T [keys, cols], the score
+  // kernel's shape: P^T by aligned vector loads, V by broadcasts. The rescale by alpha rides on
+  // the single load of each AccT element per tile (a separate sweep over the 128 KiB AccT, in
+  // L2, took about 3 % of the time at D = 128). Blocked kValueMR x kValueNV, then 4 and 1 rows
+  // of AccT for the rest of dv.
   static HWY_INLINE void ValueTileT(const float* pt, size_t cols, const float* v, std::ptrdiff_t ldv, size_t keys,
-                                    float* acct, size_t dv) {
+                                    float* acct, size_t dv, const float* alpha) {
     size_t e = 0;
-    for (; e + kMR <= dv; e += kMR) BroadcastColumns<kMR, true, true>(v + e, ldv, pt, cols, acct + e * kBlockQ, keys);
-    for (; e < dv; ++e) BroadcastColumns<1, true, true>(v + e, ldv, pt, cols, acct + e * kBlockQ, keys);
+    for (; e + kValueMR <= dv; e += kValueMR)
+      BroadcastColumns<kValueMR, kValueNV, true, true>(v + e, ldv, pt, cols, acct + e * kBlockQ, keys, alpha);
+    for (; e + kMR <= dv; e += kMR)
+      BroadcastColumns<kMR, kValueNV, true, true>(v + e, ldv, pt, cols, acct + e * kBlockQ, keys, alpha);
+    for (; e < dv; ++e) BroadcastColumns<1, kValueNV, true, true>(v + e, ldv, pt, cols, acct + e * kBlockQ, keys, alpha);
   }
 
   // Wide blocks (256 rows) accumulate O^T, rows along the lanes: P^T is then read by aligned
@@ -410,12 +435,23 @@ struct Tiled {
     const std::int64_t D = p.s.D;
     const std::int64_t sd = p.q.strides[3];
     const float scale2 = p.s.scale * kLog2e;  // scores in base-2 units
-    for (std::int64_t r = 0; r < rows.n; ++r) {
-      const float* qr = p.q.data + rows.b * p.q.strides[0] + rows.head[r] * p.q.strides[1] + rows.pos[r] * p.q.strides[2];
-      if (buf.direct) {
-        for (std::int64_t d = 0; d < D; ++d) buf.qp[r * D + d] = scale2 * qr[d * sd];
-      } else {
-        for (std::int64_t d = 0; d < D; ++d) buf.qt[d * kBlockQ + r] = scale2 * qr[d * sd];
+    auto row = [&](std::int64_t r) {
+      return p.q.data + rows.b * p.q.strides[0] + rows.head[r] * p.q.strides[1] + rows.pos[r] * p.q.strides[2];
+    };
+    if (buf.direct) {
+      for (std::int64_t r = 0; r < rows.n; ++r)
+        for (std::int64_t d = 0; d < D; ++d) buf.qp[r * D + d] = scale2 * row(r)[d * sd];
+    } else {
+      // Wide blocks: 16 of Q^T's rows at a time, which stay in L1 while every query row is
+      // scattered into them (those rows are 1 KiB apart, so a whole column of them would share
+      // a quarter of L1's sets). Narrower blocks in one sweep.
+      const std::int64_t strip = kBlockQ >= 256 ? 16 : D;
+      for (std::int64_t d0 = 0; d0 < D; d0 += strip) {
+        const std::int64_t d1 = std::min(D, d0 + strip);
+        for (std::int64_t r = 0; r < rows.n; ++r) {
+          const float* qr = row(r);
+          for (std::int64_t d = d0; d < d1; ++d) buf.qt[d * kBlockQ + r] = scale2 * qr[d * sd];
+        }
       }
     }
     if (!buf.direct)
@@ -522,8 +558,6 @@ struct Tiled {
   // maximum m, the sum l of 2^(score - m) and the unnormalised output acc in buf.
   static inline void AttendKeys(const Problem& p, const Rows& rows, std::int64_t k0, std::int64_t k1, const Buffers& buf) {
     const AttentionShape& s = p.s;
-    const DF df;
-    const size_t L = hn::Lanes(df);
     std::fill(buf.m, buf.m + kBlockQ, kNegInf);
     std::fill(buf.l, buf.l + kBlockQ, 0.0f);
     // O [rows, dvp] accumulates in acc, or, for wide blocks, O^T [Dv, cols] in acct with the rows
@@ -548,16 +582,7 @@ struct Tiled {
       if (!value_t) {
         for (std::int64_t r = 0; r < rows.n; ++r)
           if (buf.alpha[r] != 1.0f) ScaleRow(buf.acc + r * buf.dvp, buf.dvp, buf.alpha[r]);
-      } else {
-        bool rescale = false;
-        for (size_t x = 0; x < buf.cols; ++x) rescale |= buf.alpha[x] != 1.0f;
-        if (rescale)
-          for (std::int64_t e = 0; e < s.Dv; ++e)
-            for (size_t x = 0; x < buf.cols; x += L) {
-              float* a = buf.acct + e * kBlockQ + x;
-              hn::Store(hn::Mul(hn::Load(df, a), hn::Load(df, buf.alpha + x)), df, a);
-            }
-      }
+      }  // (O^T is rescaled inside ValueTileT)
       const float* vbase = p.v.data + rows.b * p.v.strides[0] + rows.g * p.v.strides[1] + t0 * p.v.strides[2];
       const float* vrows = vbase;
       std::ptrdiff_t ldv = p.v.strides[2];
@@ -574,15 +599,22 @@ struct Tiled {
       if (!value_t) {
         ValueTile(buf.st, buf.layout(), size_t(rows.n), vrows, ldv, size_t(tl), buf.acc, buf.dvp);
       } else {
-        ValueTileT(buf.st, buf.cols, vrows, ldv, size_t(tl), buf.acct, size_t(s.Dv));
+        ValueTileT(buf.st, buf.cols, vrows, ldv, size_t(tl), buf.acct, size_t(s.Dv), buf.alpha);
       }
     }
-    if (value_t)
-      for (std::int64_t r = 0; r < rows.n; ++r) {
-        float* a = buf.acc + r * buf.dvp;
-        for (std::int64_t e = 0; e < s.Dv; ++e) a[e] = buf.acct[e * kBlockQ + r];
-        std::fill(a + s.Dv, a + buf.dvp, 0.0f);
+    if (value_t) {
+      // Transposed 16 output columns at a time: the 16 rows of O^T being read (1 KiB apart, so
+      // they share a quarter of L1's sets) stay in L1 while all block rows are written.
+      constexpr std::int64_t kStrip = 16;
+      for (std::int64_t e0 = 0; e0 < s.Dv; e0 += kStrip) {
+        const std::int64_t e1 = std::min(s.Dv, e0 + kStrip);
+        for (std::int64_t r = 0; r < rows.n; ++r) {
+          float* a = buf.acc + r * buf.dvp;
+          for (std::int64_t e = e0; e < e1; ++e) a[e] = buf.acct[e * kBlockQ + r];
+        }
       }
+      for (std::int64_t r = 0; r < rows.n; ++r) std::fill(buf.acc + r * buf.dvp + s.Dv, buf.acc + (r + 1) * buf.dvp, 0.0f);
+    }
   }
 
   // out = acc / l and lse = m + log(l); zeros and -inf for rows that saw no key.
