@@ -439,8 +439,10 @@ struct Tiled {
       return p.q.data + rows.b * p.q.strides[0] + rows.head[r] * p.q.strides[1] + rows.pos[r] * p.q.strides[2];
     };
     if (buf.direct) {
-      for (std::int64_t r = 0; r < rows.n; ++r)
-        for (std::int64_t d = 0; d < D; ++d) buf.qp[r * D + d] = scale2 * row(r)[d * sd];
+      for (std::int64_t r = 0; r < rows.n; ++r) {
+        const float* qr = row(r);
+        for (std::int64_t d = 0; d < D; ++d) buf.qp[r * D + d] = scale2 * qr[d * sd];
+      }
     } else {
       // Wide blocks: 16 of Q^T's rows at a time, which stay in L1 while every query row is
       // scattered into them (those rows are 1 KiB apart, so a whole column of them would share

@@ -26,33 +26,21 @@ namespace jomoim::detail {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// `iterations` steps of 12 FMAs on full vectors; returns a lane of the result (so nothing is
-// optimised away) and the vector width in *lanes. `seed` is a run-time value: the chains cannot
-// be folded at compile time, and each starts elsewhere, so none can be merged with another.
-float FmaChains(std::int64_t iterations, float seed, std::int64_t* lanes) {
+// `iterations` steps of kChains FMAs on full vectors; returns a lane of the result (so nothing is
+// optimised away) and the flops of one step in *flops_per_step. `seed` is a run-time value: the
+// chains cannot be folded at compile time, and each starts elsewhere, so none can be merged with
+// another. The array is indexed by constants only, so every chain lives in a register.
+float FmaChains(std::int64_t iterations, float seed, std::int64_t* flops_per_step) {
+  constexpr int kChains = 12;
   const hn::ScalableTag<float> d;
-  *lanes = std::int64_t(hn::Lanes(d));
+  *flops_per_step = 2 * kChains * std::int64_t(hn::Lanes(d));
   const auto x = hn::Set(d, 0.9999999f), y = hn::Set(d, 1e-7f);
-  auto a0 = hn::Set(d, seed), a1 = hn::Set(d, seed + 1), a2 = hn::Set(d, seed + 2), a3 = hn::Set(d, seed + 3);
-  auto a4 = hn::Set(d, seed + 4), a5 = hn::Set(d, seed + 5), a6 = hn::Set(d, seed + 6), a7 = hn::Set(d, seed + 7);
-  auto a8 = hn::Set(d, seed + 8), a9 = hn::Set(d, seed + 9), a10 = hn::Set(d, seed + 10), a11 = hn::Set(d, seed + 11);
-  for (std::int64_t i = 0; i < iterations; ++i) {
-    a0 = hn::MulAdd(a0, x, y);
-    a1 = hn::MulAdd(a1, x, y);
-    a2 = hn::MulAdd(a2, x, y);
-    a3 = hn::MulAdd(a3, x, y);
-    a4 = hn::MulAdd(a4, x, y);
-    a5 = hn::MulAdd(a5, x, y);
-    a6 = hn::MulAdd(a6, x, y);
-    a7 = hn::MulAdd(a7, x, y);
-    a8 = hn::MulAdd(a8, x, y);
-    a9 = hn::MulAdd(a9, x, y);
-    a10 = hn::MulAdd(a10, x, y);
-    a11 = hn::MulAdd(a11, x, y);
-  }
-  const auto s = hn::Add(hn::Add(hn::Add(hn::Add(a0, a1), hn::Add(a2, a3)), hn::Add(hn::Add(a4, a5), hn::Add(a6, a7))),
-                         hn::Add(hn::Add(a8, a9), hn::Add(a10, a11)));
-  return hn::GetLane(s);
+  hn::Vec<decltype(d)> a[kChains];
+  for (int c = 0; c < kChains; ++c) a[c] = hn::Set(d, seed + float(c));
+  for (std::int64_t i = 0; i < iterations; ++i)
+    for (int c = 0; c < kChains; ++c) a[c] = hn::MulAdd(a[c], x, y);
+  for (int c = 1; c < kChains; ++c) a[0] = hn::Add(a[0], a[c]);
+  return hn::GetLane(a[0]);
 }
 
 }  // namespace HWY_NAMESPACE
@@ -70,18 +58,17 @@ FmaPeak fma_peak(int threads, double seconds, int runs) {
   if (!(seconds > 0)) throw Error("fma peak: seconds per run must be positive");
   if (runs < 1) throw Error("fma peak: runs must be at least 1, got " + std::to_string(runs));
   using Clock = std::chrono::steady_clock;
-  // One parallel run of `iterations` steps per thread; returns its seconds. Every step is 12
-  // FMAs on `lanes` lanes, 2 flops each.
-  std::int64_t lanes = 1;
+  // One parallel run of `iterations` steps per thread; returns its seconds.
+  std::int64_t flops_per_step = 1;
   auto run = [&](std::int64_t iterations) {
     float sink = 0;
     const auto t0 = Clock::now();
 #pragma omp parallel num_threads(threads) reduction(+ : sink)
     {
-      std::int64_t l = 1;
-      sink += HWY_DYNAMIC_DISPATCH(detail::FmaChains)(iterations, 1.0f + float(omp_get_thread_num()), &l);
+      std::int64_t f = 1;
+      sink += HWY_DYNAMIC_DISPATCH(detail::FmaChains)(iterations, 1.0f + float(omp_get_thread_num()), &f);
 #pragma omp master
-      lanes = l;
+      flops_per_step = f;
     }
     volatile float keep = sink;  // the chains' result is used
     (void)keep;
@@ -93,7 +80,7 @@ FmaPeak fma_peak(int threads, double seconds, int runs) {
   std::vector<double> rates;
   for (int i = 0; i < runs; ++i) {
     const double took = run(iterations);
-    rates.push_back(2.0 * 12.0 * double(lanes) * double(iterations) * double(threads) / took / 1e9);
+    rates.push_back(double(flops_per_step) * double(iterations) * double(threads) / took / 1e9);
   }
   std::sort(rates.begin(), rates.end());
   FmaPeak r;
