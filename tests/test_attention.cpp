@@ -158,6 +158,18 @@ std::vector<Case> table() {
     e.v_layout = L::strided();
     e.key_lengths = KeyLens::mixed;
     add("wide", e);
+    // Queries packed and outputs written as whole lanes x lanes squares when their rows are
+    // contiguous along D: rows running backwards, rows of another head in between, row gaps; D,
+    // Dv and the last block's rows each a few squares and a remainder (or exactly one square).
+    Case f = make({1, 4, 2, 290, 515, 144, 40});
+    f.q_layout = f.out_layout = L::flipped();
+    f.lse_layout = L::lse_strided();
+    add("wide", f);
+    Case g = make({1, 2, 1, 272, 512, 128, 128});
+    g.q_layout = L::bnhd();
+    g.out_layout = L::padded();
+    g.want_probs = false;
+    add("wide", g);
   }
   // Grouped-query ratios 1, 2, 4, 8, with few queries (stacked heads) and many.
   for (I64 r : {1, 2, 4, 8})

@@ -117,6 +117,29 @@ HWY_INLINE hn::Vec<hn::Full128<float>> Sum4(VF a, VF b, VF c, VF d) {
 }
 #endif
 
+// Transposes the square block of N = lanes vectors in place: v[i] lane j becomes v[j] lane i.
+// log2(N) rounds of ConcatEven / ConcatOdd over pairs of rows; each round moves the lowest bit
+// of the row index to the top of the lane index and the lowest bit of the lane index to the
+// top of the row index, so after log2(N) rounds the two indices have traded places. 64
+// two-source permutes for a 16 x 16 block against 256 scalar loads and stores, and the rows
+// are read and written as whole vectors.
+constexpr size_t kLanes = hn::MaxLanes(DF());
+#if HWY_TARGET == HWY_SCALAR
+HWY_INLINE void TransposeSquare(VF (&)[kLanes]) {}  // one lane: nothing to move
+#else
+HWY_INLINE void TransposeSquare(VF (&v)[kLanes]) {
+  const DF df;
+  for (size_t round = 1; round < kLanes; round *= 2) {
+    VF w[kLanes];
+    for (size_t k = 0; k < kLanes / 2; ++k) {
+      w[k] = hn::ConcatEven(df, v[2 * k + 1], v[2 * k]);
+      w[k + kLanes / 2] = hn::ConcatOdd(df, v[2 * k + 1], v[2 * k]);
+    }
+    for (size_t i = 0; i < kLanes; ++i) v[i] = w[i];
+  }
+}
+#endif
+
 // Everything below is instantiated for each tile shape of plan.hpp: kBlockQ query rows by
 // kBlockK keys.
 template <std::int64_t kBlockQ, std::int64_t kBlockK>
@@ -346,7 +369,7 @@ struct Tiled {
     std::int64_t head[kBlockQ];
     std::int64_t pos[kBlockQ];
     std::int64_t visible[kBlockQ];  // keys [0, visible) are unmasked for the row
-    std::int64_t max_visible = 0;
+    std::int64_t max_visible = 0, min_visible = 0;
   };
 
   // Work item index -> rows. Under causality the blocks with the most visible keys (the last
@@ -379,7 +402,11 @@ struct Tiled {
       for (std::int64_t hh = hh0; hh < std::min(plan.group, hh0 + plan.heads_per_block); ++hh) add_rows(hh, 0, s.Nq);
     }
     rows.max_visible = 0;
-    for (std::int64_t r = 0; r < rows.n; ++r) rows.max_visible = std::max(rows.max_visible, rows.visible[r]);
+    rows.min_visible = rows.n > 0 ? rows.visible[0] : 0;
+    for (std::int64_t r = 0; r < rows.n; ++r) {
+      rows.max_visible = std::max(rows.max_visible, rows.visible[r]);
+      rows.min_visible = std::min(rows.min_visible, rows.visible[r]);
+    }
   }
 
   static inline size_t RoundUp(size_t n, size_t m) { return (n + m - 1) / m * m; }
@@ -443,21 +470,43 @@ struct Tiled {
         const float* qr = row(r);
         for (std::int64_t d = 0; d < D; ++d) buf.qp[r * D + d] = scale2 * qr[d * sd];
       }
-    } else {
-      // Wide blocks: 16 of Q^T's rows at a time, which stay in L1 while every query row is
-      // scattered into them (those rows are 1 KiB apart, so a whole column of them would share
-      // a quarter of L1's sets). Narrower blocks in one sweep.
-      const std::int64_t strip = kBlockQ >= 256 ? 16 : D;
-      for (std::int64_t d0 = 0; d0 < D; d0 += strip) {
-        const std::int64_t d1 = std::min(D, d0 + strip);
-        for (std::int64_t r = 0; r < rows.n; ++r) {
-          const float* qr = row(r);
-          for (std::int64_t d = d0; d < d1; ++d) buf.qt[d * kBlockQ + r] = scale2 * qr[d * sd];
+      return;
+    }
+    std::int64_t r0 = 0;
+    if (sd == 1) {
+      // Contiguous rows: lanes x lanes squares, each query row read as whole vectors (so a
+      // group of rows streams from memory in order) and transposed in registers. The scalar
+      // scatter this replaces, with the scalar O^T transpose and output pass, took 2-4 % of the
+      // time at (1,32,4096,128) on two threads (bench/NOTES.md section 11).
+      const DF df;
+      const VF scale_v = hn::Set(df, scale2);
+      constexpr std::int64_t L = std::int64_t(kLanes);
+      for (; r0 + L <= rows.n; r0 += L) {
+        const float* src[kLanes];
+        for (std::int64_t i = 0; i < L; ++i) src[i] = row(r0 + i);
+        std::int64_t d0 = 0;
+        for (; d0 + L <= D; d0 += L) {
+          VF v[kLanes];
+          for (std::int64_t i = 0; i < L; ++i) v[i] = hn::LoadU(df, src[i] + d0);
+          TransposeSquare(v);
+          for (std::int64_t i = 0; i < L; ++i) hn::Store(hn::Mul(v[i], scale_v), df, buf.qt + (d0 + i) * kBlockQ + r0);
         }
+        for (; d0 < D; ++d0)
+          for (std::int64_t i = 0; i < L; ++i) buf.qt[d0 * kBlockQ + r0 + i] = scale2 * src[i][d0];
       }
     }
-    if (!buf.direct)
-      for (std::int64_t d = 0; d < D; ++d) std::fill(buf.qt + d * kBlockQ + rows.n, buf.qt + d * kBlockQ + buf.cols, 0.0f);
+    // The remaining rows (all of them for strided queries), 16 of Q^T's rows at a time for wide
+    // blocks: those stay in L1 while every query row is scattered into them (they are 1 KiB
+    // apart, so a whole column of them would share a quarter of L1's sets).
+    const std::int64_t strip = kBlockQ >= 256 ? 16 : D;
+    for (std::int64_t d0 = 0; d0 < D; d0 += strip) {
+      const std::int64_t d1 = std::min(D, d0 + strip);
+      for (std::int64_t r = r0; r < rows.n; ++r) {
+        const float* qr = row(r);
+        for (std::int64_t d = d0; d < d1; ++d) buf.qt[d * kBlockQ + r] = scale2 * qr[d * sd];
+      }
+    }
+    for (std::int64_t d = 0; d < D; ++d) std::fill(buf.qt + d * kBlockQ + rows.n, buf.qt + d * kBlockQ + buf.cols, 0.0f);
   }
 
   // Scores of the keys [t0, t0 + tl) for every row, as S^T, in base-2 units:
@@ -477,7 +526,10 @@ struct Tiled {
         for (std::int64_t d = 0; d < D; ++d) buf.kp[j * D + d] = kbase[j * ksn + d * ksd];
       ScoreTile(buf.kp, D, size_t(tl), buf.qt, buf.cols, buf.st, size_t(D));
     }
-    // Bias and masks; in row layout also the padding past tl, so rows are whole vectors.
+    // Bias and masks; in row layout also the padding past tl, so rows are whole vectors. Nothing
+    // to do in S^T layout for a tile that every row sees whole, without a bias (otherwise a walk
+    // over the block's rows for every tile: 16 K row visits per wide block at N = 4096).
+    if (!buf.direct && !p.has_bias && t0 + tl <= rows.min_visible) return;
     const PLayout pl = buf.layout();
     const std::int64_t stop = buf.direct ? kBlockK : tl;
     for (std::int64_t r = 0; r < rows.n; ++r) {
@@ -563,7 +615,7 @@ struct Tiled {
     std::fill(buf.m, buf.m + kBlockQ, kNegInf);
     std::fill(buf.l, buf.l + kBlockQ, 0.0f);
     // O [rows, dvp] accumulates in acc, or, for wide blocks, O^T [Dv, cols] in acct with the rows
-    // along the lanes like S^T, transposed into acc at the end.
+    // along the lanes like S^T (left there: RunUnit writes it out).
     const bool value_t = !buf.direct && kValuesTransposed;
     if (!value_t) {
       std::fill(buf.acc, buf.acc + rows.n * buf.dvp, 0.0f);
@@ -604,28 +656,73 @@ struct Tiled {
         ValueTileT(buf.st, buf.cols, vrows, ldv, size_t(tl), buf.acct, size_t(s.Dv), buf.alpha);
       }
     }
-    if (value_t) {
-      // Transposed 16 output columns at a time: the 16 rows of O^T being read (1 KiB apart, so
-      // they share a quarter of L1's sets) stay in L1 while all block rows are written.
-      constexpr std::int64_t kStrip = 16;
-      for (std::int64_t e0 = 0; e0 < s.Dv; e0 += kStrip) {
-        const std::int64_t e1 = std::min(s.Dv, e0 + kStrip);
-        for (std::int64_t r = 0; r < rows.n; ++r) {
-          float* a = buf.acc + r * buf.dvp;
-          for (std::int64_t e = e0; e < e1; ++e) a[e] = buf.acct[e * kBlockQ + r];
-        }
-      }
-      for (std::int64_t r = 0; r < rows.n; ++r) std::fill(buf.acc + r * buf.dvp + s.Dv, buf.acc + (r + 1) * buf.dvp, 0.0f);
-    }
   }
 
-  // out = acc / l and lse = m + log(l); zeros and -inf for rows that saw no key.
+  // O^T (wide blocks) into acc [rows, dvp], for the general writer and for partial results.
+  // 16 output columns at a time: the 16 rows of O^T being read (1 KiB apart, so they share a
+  // quarter of L1's sets) stay in L1 while all block rows are written.
+  static inline void TransposeOutput(const Problem& p, const Rows& rows, const Buffers& buf) {
+    const std::int64_t Dv = p.s.Dv;
+    constexpr std::int64_t kStrip = 16;
+    for (std::int64_t e0 = 0; e0 < Dv; e0 += kStrip) {
+      const std::int64_t e1 = std::min(Dv, e0 + kStrip);
+      for (std::int64_t r = 0; r < rows.n; ++r) {
+        float* a = buf.acc + r * buf.dvp;
+        for (std::int64_t e = e0; e < e1; ++e) a[e] = buf.acct[e * kBlockQ + r];
+      }
+    }
+    for (std::int64_t r = 0; r < rows.n; ++r) std::fill(buf.acc + r * buf.dvp + Dv, buf.acc + (r + 1) * buf.dvp, 0.0f);
+  }
+
+  // lse = m + log(l) (m is in base 2), -inf for a row that saw no key.
+  static inline void WriteLse(const Problem& p, const Rows& rows, std::int64_t r, float m, float l) {
+    if (p.has_lse) p.lse(rows.b, rows.head[r], rows.pos[r]) = l > 0 ? m * kLn2 + std::log(l) : kNegInf;
+  }
+
+  static inline float* OutRow(const Problem& p, const Rows& rows, std::int64_t r) {
+    return p.out.data + rows.b * p.out.strides[0] + rows.head[r] * p.out.strides[1] + rows.pos[r] * p.out.strides[2];
+  }
+
+  // out = acc / l and the lse; zeros and -inf for rows that saw no key.
   static inline void WriteRow(const Problem& p, const Rows& rows, std::int64_t r, float m, float l, const float* acc) {
-    const std::int64_t b = rows.b, h = rows.head[r], i = rows.pos[r];
     const float inv = l > 0 ? 1.0f / l : 0.0f;
-    float* o = p.out.data + b * p.out.strides[0] + h * p.out.strides[1] + i * p.out.strides[2];
+    float* o = OutRow(p, rows, r);
     for (std::int64_t e = 0; e < p.s.Dv; ++e) o[e * p.out.strides[3]] = acc[e] * inv;
-    if (p.has_lse) p.lse(b, h, i) = l > 0 ? m * kLn2 + std::log(l) : kNegInf;  // m is base 2
+    WriteLse(p, rows, r, m, l);
+  }
+
+  // The same for wide blocks whose output rows are contiguous, straight from O^T: lanes x lanes
+  // squares transposed in registers and stored as whole vectors (the same products as WriteRow,
+  // without the pass through acc).
+  static inline void WriteRowsTransposed(const Problem& p, const Rows& rows, const Buffers& buf) {
+    const DF df;
+    constexpr std::int64_t L = std::int64_t(kLanes);
+    const std::int64_t Dv = p.s.Dv;
+    auto inv_of = [&](std::int64_t r) { return buf.l[r] > 0 ? 1.0f / buf.l[r] : 0.0f; };
+    std::int64_t r0 = 0;
+    for (; r0 + L <= rows.n; r0 += L) {
+      float* dst[kLanes];
+      float inv[kLanes];
+      for (std::int64_t i = 0; i < L; ++i) {
+        dst[i] = OutRow(p, rows, r0 + i);
+        inv[i] = inv_of(r0 + i);
+      }
+      std::int64_t e0 = 0;
+      for (; e0 + L <= Dv; e0 += L) {
+        VF v[kLanes];
+        for (std::int64_t i = 0; i < L; ++i) v[i] = hn::Load(df, buf.acct + (e0 + i) * kBlockQ + r0);
+        TransposeSquare(v);
+        for (std::int64_t i = 0; i < L; ++i) hn::StoreU(hn::Mul(v[i], hn::Set(df, inv[i])), df, dst[i] + e0);
+      }
+      for (; e0 < Dv; ++e0)
+        for (std::int64_t i = 0; i < L; ++i) dst[i][e0] = buf.acct[e0 * kBlockQ + r0 + i] * inv[i];
+    }
+    for (; r0 < rows.n; ++r0) {
+      float* o = OutRow(p, rows, r0);
+      const float inv = inv_of(r0);
+      for (std::int64_t e = 0; e < Dv; ++e) o[e] = buf.acct[e * kBlockQ + r0] * inv;
+    }
+    for (std::int64_t r = 0; r < rows.n; ++r) WriteLse(p, rows, r, buf.m[r], buf.l[r]);
   }
 
   // Second pass for the probabilities output: probs[row][j] = 2^(score - m) / l, zero where
@@ -686,6 +783,13 @@ struct Tiled {
     const std::int64_t k1 = std::min(rows.max_visible, k0 + chunk);
     PackQueries(p, rows, buf);
     AttendKeys(p, rows, k0, k1, buf);
+    const bool value_t = !buf.direct && kValuesTransposed;
+    if (value_t && plan.splits == 1 && p.out.strides[3] == 1) {
+      WriteRowsTransposed(p, rows, buf);
+      if (p.has_probs) WriteProbs(p, rows, buf);
+      return;
+    }
+    if (value_t) TransposeOutput(p, rows, buf);
     if (plan.splits == 1) {
       for (std::int64_t r = 0; r < rows.n; ++r) WriteRow(p, rows, r, buf.m[r], buf.l[r], buf.acc + r * buf.dvp);
       if (p.has_probs) WriteProbs(p, rows, buf);
