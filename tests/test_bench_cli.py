@@ -9,7 +9,8 @@
   `--fma-peak` alone gives only the last.
 - bench/report.py on a synthetic run: the decode sentence compares each pass's decode rate
   with the copy bandwidth measured next to it in the same pass (side by side), as well as with
-  the best copy of the run, and a wrong jomoim result is marked WRONG.
+  the best copy of the run; the speed-up is the median of the ratios within each pass; a wrong
+  jomoim result is marked WRONG.
 Run by CTest (label cli):
 
     /usr/bin/python3 tests/test_bench_cli.py build/jomoim
@@ -102,6 +103,28 @@ def case_report_side_by_side():
     # The FMA peak is the best sample (270 of 250 and 270); sgemm's best (200) is 74 % of it.
     assert "fp32 FMA peak, 270 GFLOP/s" in md and "sgemm reaches 74% of it" in md, md
     assert "FMA peak samples (GFLOP/s): lowest 250, median 260, best 270" in md, md
+
+
+def case_report_speedup_side_by_side():
+    """The speed-up is the median over passes of the ratio within each pass; a peer's one fast
+    pass sets only the best-vs-best column."""
+    recs = [{"kind": "machine", "threads": 2, "date_start": "d0"}]
+    shape = dict(b=1, hq=12, hkv=12, nq=128, nk=128, d=64, dv=64, causal=False, threads=2)
+    for pass_no, (mine, peer, other) in enumerate([(1.0, 2.0, 2.5), (1.0, 2.4, 2.2), (1.1, 1.2, 3.0)], start=1):
+        at = {"pass": pass_no, "shape_no": 0}
+        recs.append(dict(at, kind="sgemm", gflops=200.0))
+        recs.append(dict(shape, **at, kind="attention", status="ok", impl="jomoim", variant="", median_ms=mine,
+                         gflops=100.0, gbs=1.0, peak_rss_mib=15, extra_mib=0.3))
+        recs.append(dict(shape, **at, kind="attention", status="ok", impl="onnxruntime", variant="attn23",
+                         median_ms=peer, gflops=1.0, gbs=1.0, extra_mib=5))
+        recs.append(dict(shape, **at, kind="attention", status="ok", impl="onnxruntime", variant="mha",
+                         median_ms=other, gflops=1.0, gbs=1.0, extra_mib=5))
+    recs.append({"kind": "end", "date_end": "d1"})
+    md = report.render(recs)
+    row = next(ln for ln in md.splitlines() if ln.startswith("| (1,12,128,64) |"))
+    # Per pass, the fastest peer of that pass: 2.0/1.0, 2.2/1.0, 1.2/1.1 -> median 2.00, range
+    # 1.09-2.20. Best vs best: attn23's 1.2 over jomoim's 1.0.
+    assert "| ORT attn23 (1.20) | 2.00× (1.09–2.20) | 1.20× |" in row, row
 
 
 def case_report_memory_sweep():
