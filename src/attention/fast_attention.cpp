@@ -428,6 +428,8 @@ struct Tiled {
     bool direct;   // few rows: score against K rows in place, vectorised over D
     // Strides of row r and key j in st.
     PLayout layout() const { return direct ? PLayout{size_t(kBlockK), 1} : PLayout{1, size_t(kBlockQ)}; }
+    // Whether the output accumulates as O^T in acct (wide blocks, not direct) rather than in acc.
+    bool values_transposed() const { return !direct && kValuesTransposed; }
   };
 
   static inline Buffers ThreadBuffers(const Problem& p, std::int64_t rows) {
@@ -616,7 +618,7 @@ struct Tiled {
     std::fill(buf.l, buf.l + kBlockQ, 0.0f);
     // O [rows, dvp] accumulates in acc, or, for wide blocks, O^T [Dv, cols] in acct with the rows
     // along the lanes like S^T (left there: RunUnit writes it out).
-    const bool value_t = !buf.direct && kValuesTransposed;
+    const bool value_t = buf.values_transposed();
     if (!value_t) {
       std::fill(buf.acc, buf.acc + rows.n * buf.dvp, 0.0f);
     } else {
@@ -674,6 +676,9 @@ struct Tiled {
     for (std::int64_t r = 0; r < rows.n; ++r) std::fill(buf.acc + r * buf.dvp + Dv, buf.acc + (r + 1) * buf.dvp, 0.0f);
   }
 
+  // 1 / l, and 0 for a row that saw no key (its output is zeros).
+  static inline float InverseSum(float l) { return l > 0 ? 1.0f / l : 0.0f; }
+
   // lse = m + log(l) (m is in base 2), -inf for a row that saw no key.
   static inline void WriteLse(const Problem& p, const Rows& rows, std::int64_t r, float m, float l) {
     if (p.has_lse) p.lse(rows.b, rows.head[r], rows.pos[r]) = l > 0 ? m * kLn2 + std::log(l) : kNegInf;
@@ -685,7 +690,7 @@ struct Tiled {
 
   // out = acc / l and the lse; zeros and -inf for rows that saw no key.
   static inline void WriteRow(const Problem& p, const Rows& rows, std::int64_t r, float m, float l, const float* acc) {
-    const float inv = l > 0 ? 1.0f / l : 0.0f;
+    const float inv = InverseSum(l);
     float* o = OutRow(p, rows, r);
     for (std::int64_t e = 0; e < p.s.Dv; ++e) o[e * p.out.strides[3]] = acc[e] * inv;
     WriteLse(p, rows, r, m, l);
@@ -698,14 +703,13 @@ struct Tiled {
     const DF df;
     constexpr std::int64_t L = std::int64_t(kLanes);
     const std::int64_t Dv = p.s.Dv;
-    auto inv_of = [&](std::int64_t r) { return buf.l[r] > 0 ? 1.0f / buf.l[r] : 0.0f; };
     std::int64_t r0 = 0;
     for (; r0 + L <= rows.n; r0 += L) {
       float* dst[kLanes];
       float inv[kLanes];
       for (std::int64_t i = 0; i < L; ++i) {
         dst[i] = OutRow(p, rows, r0 + i);
-        inv[i] = inv_of(r0 + i);
+        inv[i] = InverseSum(buf.l[r0 + i]);
       }
       std::int64_t e0 = 0;
       for (; e0 + L <= Dv; e0 += L) {
@@ -719,7 +723,7 @@ struct Tiled {
     }
     for (; r0 < rows.n; ++r0) {
       float* o = OutRow(p, rows, r0);
-      const float inv = inv_of(r0);
+      const float inv = InverseSum(buf.l[r0]);
       for (std::int64_t e = 0; e < Dv; ++e) o[e] = buf.acct[e * kBlockQ + r0] * inv;
     }
     for (std::int64_t r = 0; r < rows.n; ++r) WriteLse(p, rows, r, buf.m[r], buf.l[r]);
@@ -731,7 +735,7 @@ struct Tiled {
     const DF df;
     const size_t L = hn::Lanes(df);
     const std::int64_t Nk = p.s.Nk;
-    for (std::int64_t r = 0; r < rows.n; ++r) buf.alpha[r] = buf.l[r] > 0 ? 1.0f / buf.l[r] : 0.0f;
+    for (std::int64_t r = 0; r < rows.n; ++r) buf.alpha[r] = InverseSum(buf.l[r]);
     for (std::int64_t t0 = 0; t0 < Nk; t0 += kBlockK) {
       const std::int64_t tl = std::min<std::int64_t>(kBlockK, Nk - t0);
       const bool any_visible = t0 < rows.max_visible;
@@ -783,13 +787,12 @@ struct Tiled {
     const std::int64_t k1 = std::min(rows.max_visible, k0 + chunk);
     PackQueries(p, rows, buf);
     AttendKeys(p, rows, k0, k1, buf);
-    const bool value_t = !buf.direct && kValuesTransposed;
-    if (value_t && plan.splits == 1 && p.out.strides[3] == 1) {
+    if (buf.values_transposed() && plan.splits == 1 && p.out.strides[3] == 1) {
       WriteRowsTransposed(p, rows, buf);
       if (p.has_probs) WriteProbs(p, rows, buf);
       return;
     }
-    if (value_t) TransposeOutput(p, rows, buf);
+    if (buf.values_transposed()) TransposeOutput(p, rows, buf);
     if (plan.splits == 1) {
       for (std::int64_t r = 0; r < rows.n; ++r) WriteRow(p, rows, r, buf.m[r], buf.l[r], buf.acc + r * buf.dvp);
       if (p.has_probs) WriteProbs(p, rows, buf);
