@@ -19,8 +19,8 @@
 #include <string>
 #include <vector>
 
-#include "jomoim/attention.hpp"
-#include "jomoim/simd.hpp"
+#include "jomoim/engine/attention.hpp"
+#include "jomoim/engine/simd.hpp"
 
 namespace {
 

@@ -27,7 +27,7 @@
 #include <string>
 #include <vector>
 
-#include "jomoim/dist.hpp"
+#include "jomoim/engine/dist.hpp"
 
 namespace {
 

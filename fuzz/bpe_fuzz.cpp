@@ -20,7 +20,7 @@
 #include <utility>
 #include <vector>
 
-#include "jomoim/tokenizer.hpp"
+#include "jomoim/text/tokenizer.hpp"
 
 namespace {
 

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "jomoim/npy.hpp"
+#include "jomoim/formats/npy.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   try {

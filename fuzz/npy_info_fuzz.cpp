@@ -12,7 +12,7 @@
 #include <optional>
 #include <vector>
 
-#include "jomoim/npy.hpp"
+#include "jomoim/formats/npy.hpp"
 
 namespace {
 

@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "jomoim/safetensors.hpp"
+#include "jomoim/formats/safetensors.hpp"
 
 namespace {
 

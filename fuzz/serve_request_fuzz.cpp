@@ -1,5 +1,5 @@
 // serve_request_fuzz.cpp — libFuzzer target for the request bodies of `jomoim serve`
-// (src/serve/request.cpp: JSON body -> ExplainOptions + prompt, or a prompt to tokenize).
+// (apps/serve/request.cpp: JSON body -> ExplainOptions + prompt, or a prompt to tokenize).
 //
 // Any body must either give options inside the model's limits or throw RequestError (status
 // 400 or 413) with a one-line message. A crash, a sanitizer report, an exception of another

@@ -24,9 +24,9 @@
 #include <utility>
 #include <vector>
 
-#include "jomoim/attention.hpp"
-#include "jomoim/simd.hpp"
-#include "jomoim/tensor.hpp"
+#include "jomoim/engine/attention.hpp"
+#include "jomoim/engine/simd.hpp"
+#include "jomoim/core/tensor.hpp"
 
 namespace attn_test {
 

@@ -7,7 +7,7 @@
 #include <random>
 #include <vector>
 
-#include "jomoim/model.hpp"
+#include "jomoim/model/model.hpp"
 
 namespace jomoim::test {
 

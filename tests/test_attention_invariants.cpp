@@ -362,18 +362,4 @@ TEST(Simd, EveryTargetCanBePinnedAndRestored) {
   EXPECT_EQ(jomoim::active_simd_target(), best);
 }
 
-// The FMA-peak probe runs on every target (each has its own chains) and reports what it timed.
-TEST(Simd, FmaPeakMeasuresEveryTargetAndRejectsBadArguments) {
-  for (const std::string& t : targets()) {
-    PinTarget pin(t);
-    const jomoim::FmaPeak f = jomoim::fma_peak(1, 0.005, 3);
-    EXPECT_EQ(f.runs, 3) << t;
-    EXPECT_GT(f.median_gflops, 0) << t;
-    EXPECT_GE(f.best_gflops, f.median_gflops) << t;
-  }
-  EXPECT_THROW(jomoim::fma_peak(0), jomoim::Error);
-  EXPECT_THROW(jomoim::fma_peak(1, 0.0), jomoim::Error);
-  EXPECT_THROW(jomoim::fma_peak(1, 0.01, 0), jomoim::Error);
-}
-
 }  // namespace

@@ -32,8 +32,8 @@
 #include <string_view>
 #include <vector>
 
-#include "jomoim/attention.hpp"
-#include "jomoim/npy.hpp"
+#include "jomoim/engine/attention.hpp"
+#include "jomoim/formats/npy.hpp"
 
 #ifndef JOMOIM_EXE
 #error "JOMOIM_EXE must name the jomoim program (tests/CMakeLists.txt defines it)"

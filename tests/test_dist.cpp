@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "attention_test_util.hpp"
-#include "jomoim/dist.hpp"
+#include "jomoim/engine/dist.hpp"
 
 namespace {
 

@@ -15,11 +15,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "jomoim/attention.hpp"
-#include "jomoim/explain.hpp"
-#include "jomoim/model.hpp"
-#include "jomoim/sampling.hpp"
-#include "jomoim/tokenizer.hpp"
+#include "jomoim/engine/attention.hpp"
+#include "jomoim/explain/explain.hpp"
+#include "jomoim/model/model.hpp"
+#include "jomoim/model/sampling.hpp"
+#include "jomoim/text/tokenizer.hpp"
 #include "model_test_util.hpp"
 
 using namespace jomoim;

@@ -16,11 +16,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "jomoim/attention.hpp"
-#include "jomoim/model.hpp"
-#include "jomoim/npy.hpp"
-#include "jomoim/safetensors.hpp"
-#include "jomoim/sampling.hpp"
+#include "jomoim/engine/attention.hpp"
+#include "jomoim/model/model.hpp"
+#include "jomoim/formats/npy.hpp"
+#include "jomoim/formats/safetensors.hpp"
+#include "jomoim/model/sampling.hpp"
 #include "model_test_util.hpp"
 
 namespace fs = std::filesystem;

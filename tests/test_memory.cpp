@@ -6,7 +6,7 @@
 #include <random>
 #include <vector>
 
-#include "jomoim/attention.hpp"
+#include "jomoim/engine/attention.hpp"
 
 namespace {
 

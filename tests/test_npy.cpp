@@ -1,4 +1,4 @@
-// test_npy.cpp — the .npy reader and writer (include/jomoim/npy.hpp): round trips, the exact
+// test_npy.cpp — the .npy reader and writer (include/jomoim/formats/npy.hpp): round trips, the exact
 // bytes the writer produces, every kind of file the reader must refuse (and the one-line
 // message it gives), and atomic replacement on disk. NumPy itself reading and writing these
 // files is checked by test_numpy_interop.py.
@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "jomoim/npy.hpp"
+#include "jomoim/formats/npy.hpp"
 
 namespace jomoim {
 namespace {

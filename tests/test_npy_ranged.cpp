@@ -1,4 +1,4 @@
-// test_npy_ranged.cpp — partial access to .npy files (include/jomoim/npy.hpp, "partial access"):
+// test_npy_ranged.cpp — partial access to .npy files (include/jomoim/formats/npy.hpp, "partial access"):
 // the header-only parser against the whole-file parser, ranged reads against whole reads, the
 // header the writer writes, and refusals (ranges outside the array, files that are not regular
 // or that shrink after their header was read).
@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "jomoim/npy.hpp"
+#include "jomoim/formats/npy.hpp"
 
 namespace jomoim {
 namespace {

@@ -1,4 +1,4 @@
-// test_safetensors.cpp — the safetensors reader and writer (include/jomoim/safetensors.hpp):
+// test_safetensors.cpp — the safetensors reader and writer (include/jomoim/formats/safetensors.hpp):
 // write/read round trips, zero-copy mapping and its lifetime, exact F16/BF16 widening against a
 // reference written here from the IEEE definitions, every refusal with its one-line message,
 // and a file written by another writer (tests/make_safetensors_fixtures.py: NumPy + PyTorch).
@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "jomoim/npy.hpp"
-#include "jomoim/safetensors.hpp"
+#include "jomoim/formats/npy.hpp"
+#include "jomoim/formats/safetensors.hpp"
 
 namespace jomoim {
 namespace {

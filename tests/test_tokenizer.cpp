@@ -1,4 +1,4 @@
-// test_tokenizer.cpp — the byte-level BPE tokenizer (include/jomoim/tokenizer.hpp) on small,
+// test_tokenizer.cpp — the byte-level BPE tokenizer (include/jomoim/text/tokenizer.hpp) on small,
 // hand-built vocabularies: the byte alphabet, GPT-2's pre-tokenization split (pieces derived
 // by hand from the pattern), merge order against a naive transcription of GPT-2's own bpe()
 // loop, exact round trips of arbitrary bytes (invalid UTF-8 included), every refusal of the
@@ -20,7 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "jomoim/tokenizer.hpp"
+#include "jomoim/text/tokenizer.hpp"
 
 namespace jomoim {
 namespace {

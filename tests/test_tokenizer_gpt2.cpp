@@ -17,7 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "jomoim/tokenizer.hpp"
+#include "jomoim/text/tokenizer.hpp"
 
 #ifndef JOMOIM_TOKENIZER_ORACLE_DIR
 #error "JOMOIM_TOKENIZER_ORACLE_DIR must name the folder tests/tokenizer/prepare.sh fills"

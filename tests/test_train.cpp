@@ -14,11 +14,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "jomoim/bpe_train.hpp"
-#include "jomoim/model.hpp"
-#include "jomoim/tokenizer.hpp"
-#include "jomoim/train.hpp"
-#include "jomoim/trainer.hpp"
+#include "jomoim/text/bpe_train.hpp"
+#include "jomoim/model/model.hpp"
+#include "jomoim/text/tokenizer.hpp"
+#include "jomoim/model/train.hpp"
+#include "jomoim/model/trainer.hpp"
 #include "model_test_util.hpp"
 
 namespace fs = std::filesystem;

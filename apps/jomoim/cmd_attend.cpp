@@ -23,8 +23,8 @@
 
 #include "attend_dist.hpp"
 #include "commands.hpp"
-#include "jomoim/attention.hpp"
-#include "jomoim/npy.hpp"
+#include "jomoim/engine/attention.hpp"
+#include "jomoim/formats/npy.hpp"
 
 namespace jomoim::cli {
 namespace {
@@ -43,12 +43,6 @@ struct AttendOptions {
   std::vector<std::int64_t> key_lengths;
   bool distributed = false;  // ring attention over MPI (cmd_attend_dist.cpp)
 };
-
-std::string dims_string(std::span<const std::int64_t> shape) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
 
 // An option and the path given to it, as one name for messages: "--q q.npy".
 struct PathArg {
@@ -70,7 +64,7 @@ NpyArray load(const PathArg& arg) {
 ConstTensor4 rank4_view(const PathArg& arg, const NpyArray& a, const std::string& layout) {
   if (a.shape.size() != 4)
     throw Error(arg.label() + ": expected a rank-4 array " + layout + ", got shape " +
-                dims_string(a.shape) + " (rank " + std::to_string(a.shape.size()) + ")");
+                shape_string(a.shape) + " (rank " + std::to_string(a.shape.size()) + ")");
   return ConstTensor4::contiguous(a.data.data(), {a.shape[0], a.shape[1], a.shape[2], a.shape[3]});
 }
 
@@ -80,7 +74,7 @@ ConstTensor4 rank4_view(const PathArg& arg, const NpyArray& a, const std::string
 ConstTensor4 bias_view(const PathArg& arg, const NpyArray& a) {
   if (a.shape.size() > 4)
     throw Error(arg.label() + ": expected rank 0 to 4 (broadcastable to [B, Hq, Nq, Nk]), got shape " +
-                dims_string(a.shape) + " (rank " + std::to_string(a.shape.size()) + ")");
+                shape_string(a.shape) + " (rank " + std::to_string(a.shape.size()) + ")");
   std::array<std::int64_t, 4> shape = {1, 1, 1, 1};
   std::copy(a.shape.begin(), a.shape.end(), shape.end() - a.shape.size());
   return ConstTensor4::contiguous(a.data.data(), shape);
@@ -91,11 +85,11 @@ std::vector<float> allocate(const char* option, std::span<const std::int64_t> sh
   std::int64_t n = 1;
   for (const std::int64_t d : shape)
     if (__builtin_mul_overflow(n, d, &n) || n > std::int64_t(PTRDIFF_MAX / sizeof(float)))
-      throw Error(std::string(option) + ": an output of shape " + dims_string(shape) + " is too large");
+      throw Error(std::string(option) + ": an output of shape " + shape_string(shape) + " is too large");
   try {
     return std::vector<float>(std::size_t(n));
   } catch (const std::bad_alloc&) {
-    throw Error(std::string(option) + ": not enough memory for an output of shape " + dims_string(shape) +
+    throw Error(std::string(option) + ": not enough memory for an output of shape " + shape_string(shape) +
                 " (" + std::to_string(n * 4) + " bytes)");
   }
 }

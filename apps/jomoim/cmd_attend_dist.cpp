@@ -12,11 +12,11 @@
 // Errors: every phase ends in an agreement (MPI_Allgather of each rank's verdict); a failure
 // on any rank makes every rank throw, the failing rank with its own message, so every process
 // prints one line and exits 1. A failure inside the ring ends the job via MPI_Abort
-// (jomoim/dist.hpp). Testing hook: JOMOIM_DIST_FAIL=RANK:read or RANK:ring makes that rank fail
+// (jomoim/engine/dist.hpp). Testing hook: JOMOIM_DIST_FAIL=RANK:read or RANK:ring makes that rank fail
 // while reading its input, or in the middle of the ring.
 #include "attend_dist.hpp"
 
-#include "jomoim/tensor.hpp"
+#include "jomoim/core/tensor.hpp"
 
 #if JOMOIM_HAVE_MPI
 #include <fcntl.h>
@@ -34,8 +34,8 @@
 #include <limits>
 #include <optional>
 
-#include "jomoim/dist.hpp"
-#include "jomoim/npy.hpp"
+#include "jomoim/engine/dist.hpp"
+#include "jomoim/formats/npy.hpp"
 #endif
 
 namespace jomoim::cli {
@@ -98,12 +98,6 @@ void agreed(const Ctx& c, F&& f) {
   if (!failed.empty()) throw Error(c.who + ": stopped because rank(s) " + failed + " failed (see their messages)");
 }
 
-std::string dims_string(const std::vector<I64>& shape) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
 bool same_file(const std::string& a, const std::string& b) {
   std::error_code e1, e2, e3;
   if (fs::exists(a, e1) && fs::exists(b, e2) && fs::equivalent(a, b, e3)) return true;
@@ -128,7 +122,7 @@ LocalInput read_rows(const char* option, const std::string& path, const char* la
   const auto& s = in.info.shape;
   if (s.size() != 4)
     throw Error(std::string(option) + " " + path + ": expected a rank-4 array " + layout + ", got shape " +
-                dims_string(s) + " (rank " + std::to_string(s.size()) + ")");
+                shape_string(s) + " (rank " + std::to_string(s.size()) + ")");
   const I64 B = s[0], H = s[1], N = s[2], X = s[3];
   const auto chunks = dist::zigzag_rows(N, c.rank, c.ranks);
   in.rows.resize(std::size_t(B * H * (chunks[0].size + chunks[1].size) * X));

@@ -39,9 +39,10 @@
 #include <omp.h>
 
 #include "commands.hpp"
-#include "jomoim/attention.hpp"
-#include "jomoim/simd.hpp"
-#include "jomoim/tensor.hpp"
+#include "fma_peak.hpp"
+#include "jomoim/engine/attention.hpp"
+#include "jomoim/engine/simd.hpp"
+#include "jomoim/core/tensor.hpp"
 
 namespace jomoim::cli {
 namespace {

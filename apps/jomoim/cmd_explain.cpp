@@ -1,6 +1,6 @@
 // cmd_explain.cpp — `jomoim explain`: the explorer in the terminal.
 //
-// A thin front end over jomoim::explain() (include/jomoim/explain.hpp): --json prints its JSON
+// A thin front end over jomoim::explain() (include/jomoim/explain/explain.hpp): --json prints its JSON
 // (schema "jomoim.explain/1", docs/explain.md); otherwise the same JSON is rendered as text, so
 // every number on the screen is a number of that object, i.e. of the model's real pass.
 // Without --layer/--head the view first asks for the summary only (no matrices), then for
@@ -20,9 +20,9 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
-#include "jomoim/explain.hpp"
-#include "jomoim/model.hpp"
-#include "jomoim/tokenizer.hpp"
+#include "jomoim/explain/explain.hpp"
+#include "jomoim/model/model.hpp"
+#include "jomoim/text/tokenizer.hpp"
 #include "model_dir.hpp"
 
 namespace jomoim::cli {
@@ -372,7 +372,7 @@ void run_explain(const ExplainArgs& a) {
   model.set_threads(a.threads);
 
   ExplainOptions o;
-  o.notation = a.notation == "3b1b" ? ExplainNotation::col3b1b : ExplainNotation::paper;
+  o.notation = parse_notation(a.notation);
   o.layer = a.layer;
   o.head = a.head;
   o.silence = a.silence;

@@ -14,9 +14,9 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
-#include "jomoim/model.hpp"
-#include "jomoim/sampling.hpp"
-#include "jomoim/tokenizer.hpp"
+#include "jomoim/model/model.hpp"
+#include "jomoim/model/sampling.hpp"
+#include "jomoim/text/tokenizer.hpp"
 #include "model_dir.hpp"
 
 namespace jomoim::cli {

@@ -1,7 +1,7 @@
 // cmd_serve.cpp — `jomoim serve`: the explorer in the browser.
 //
-// Loads the model once and serves the page (web/ of the repository, or --assets DIR) and the
-// JSON API of src/serve/server.hpp until Ctrl-C (SIGINT) or SIGTERM, which stop it cleanly:
+// Loads the model once and serves the page (share/jomoim/web beside the program, or --assets DIR) and the
+// JSON API of apps/serve/server.hpp until Ctrl-C (SIGINT) or SIGTERM, which stop it cleanly:
 // the signal handler only sets a flag (OpenBLAS and OpenMP start threads before we could
 // block signals in them, so any thread may take the signal); a waiting thread sees the flag
 // and stops the server, which lets requests in progress finish.
@@ -13,14 +13,10 @@
 #include <thread>
 
 #include "commands.hpp"
-#include "jomoim/model.hpp"
-#include "jomoim/tokenizer.hpp"
+#include "jomoim/model/model.hpp"
+#include "jomoim/text/tokenizer.hpp"
 #include "model_dir.hpp"
 #include "serve/server.hpp"
-
-#ifndef JOMOIM_WEB_DIR
-#define JOMOIM_WEB_DIR "web"
-#endif
 
 namespace jomoim::cli {
 namespace {
@@ -29,7 +25,7 @@ struct ServeArgs {
   std::string model;
   std::string host = "127.0.0.1";
   int port = 8080;
-  std::string assets = JOMOIM_WEB_DIR;
+  std::string assets = shared_data_path("web").string();  // the page, beside the program
   int threads = 1;
   int workers = 2;
   std::size_t max_prompt_bytes = 4096;

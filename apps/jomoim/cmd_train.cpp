@@ -1,4 +1,4 @@
-// cmd_train.cpp — `jomoim train`: train a small GPT on text files (see jomoim/trainer.hpp).
+// cmd_train.cpp — `jomoim train`: train a small GPT on text files (see jomoim/model/trainer.hpp).
 //
 // Progress goes to stderr: a bar redrawn in place on a terminal, one line per --log-every
 // steps otherwise. Ctrl-C (SIGINT) or SIGTERM finishes the current step, saves a checkpoint and
@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "commands.hpp"
-#include "jomoim/trainer.hpp"
+#include "jomoim/model/trainer.hpp"
 
 namespace jomoim::cli {
 namespace {

@@ -5,12 +5,13 @@
 #include <string>
 
 #include "commands.hpp"
-#include "jomoim/tensor.hpp"
+#include "jomoim/core/tensor.hpp"
+#include "jomoim/version.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"jomoim — fast, exact, visible transformer attention on CPUs", "jomoim"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "jomoim 0.1.0");
+  app.set_version_flag("--version", std::string("jomoim ") + jomoim::version);
   // CLI11's own parse errors (missing or unknown options, bad values) get the same one-line
   // form as every other failure; its default adds a second line pointing at --help.
   app.failure_message([](const CLI::App*, const CLI::Error& e) {

@@ -1,30 +1,47 @@
-// Which model directory a command uses. See model_dir.hpp.
+// Which model directory a command uses, and where the program's data is. See model_dir.hpp.
 #include "model_dir.hpp"
 
 #include <cstdlib>
 #include <system_error>
 
-#include "jomoim/tensor.hpp"
-
-#ifndef JOMOIM_DEFAULT_MODEL_DIR
-#define JOMOIM_DEFAULT_MODEL_DIR "models/default"
-#endif
+#include "jomoim/core/tensor.hpp"
 
 namespace jomoim::cli {
+namespace fs = std::filesystem;
+
+namespace {
+
+// The folder of the running program (/proc/self/exe); empty when it cannot be read.
+fs::path program_dir() {
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? fs::path() : exe.parent_path();
+}
+
+}  // namespace
+
+fs::path shared_data_path(const std::string& name) {
+  const fs::path dir = program_dir();
+  const fs::path installed = (dir / ".." / "share" / "jomoim" / name).lexically_normal();
+  const fs::path build_tree = dir / "share" / "jomoim" / name;
+  std::error_code ec;
+  if (fs::exists(installed, ec)) return installed;
+  if (fs::exists(build_tree, ec)) return build_tree;
+  return installed;
+}
 
 std::string default_model_help() {
-  return std::string("$JOMOIM_MODEL, else ") + JOMOIM_DEFAULT_MODEL_DIR;
+  return "$JOMOIM_MODEL, else " + shared_data_path("models/default").string();
 }
 
 ModelDir resolve_model_dir(const std::string& option) {
-  namespace fs = std::filesystem;
   ModelDir d;
   if (!option.empty()) {
     d = {option, "--model"};
   } else if (const char* env = std::getenv("JOMOIM_MODEL"); env && *env) {
     d = {env, "JOMOIM_MODEL"};
   } else {
-    d = {JOMOIM_DEFAULT_MODEL_DIR, "default"};
+    d = {shared_data_path("models/default"), "default"};
     std::error_code ec;
     if (!fs::is_directory(d.path, ec))
       throw Error("no --model given and no default model at " + d.path.string() +

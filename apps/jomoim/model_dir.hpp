@@ -1,7 +1,12 @@
-// model_dir.hpp — which model directory a command uses.
+// model_dir.hpp — where a command finds its model and the explorer's page.
 //
-// Order: --model DIR if given; else the JOMOIM_MODEL environment variable; else the default
-// model shipped in the repository (models/default, found through the source path compiled in).
+// Nothing is found through a path compiled in: data sits beside the program. An installed
+// jomoim (cmake --install) has <prefix>/bin/jomoim and <prefix>/share/jomoim/{models/default,
+// web}; the build tree has <build>/jomoim and <build>/share/jomoim, links to the source tree's
+// models/ and web/ that CMake makes at configure time.
+//
+// The model: --model DIR if given; else the JOMOIM_MODEL environment variable; else the default
+// model, share/jomoim/models/default beside the program.
 #pragma once
 
 #include <filesystem>
@@ -19,5 +24,10 @@ struct ModelDir {
 ModelDir resolve_model_dir(const std::string& option);
 // For help texts: where the default is looked for.
 std::string default_model_help();
+
+// share/jomoim/<name> beside the running program (../share/jomoim/<name> from its folder when
+// installed, share/jomoim/<name> in the build tree): the first of the two that exists, else the
+// installed location (for messages).
+std::filesystem::path shared_data_path(const std::string& name);
 
 }  // namespace jomoim::cli

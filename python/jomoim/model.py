@@ -10,7 +10,7 @@
         print(piece, end="", flush=True)
 
 A thin layer over the compiled jomoim._jomoim._Model (python/src/model.cpp), which runs the
-C++ runtime (include/jomoim/model.hpp, tokenizer.hpp, sampling.hpp) with the rules of the
+C++ runtime (include/jomoim/model/model.hpp, tokenizer.hpp, sampling.hpp) with the rules of the
 commands `jomoim tokenize | predict | generate | explain`: the same arguments give the same ids,
 probabilities and samples as the CLI. Forward passes release the GIL; a Model may be shared by
 threads (each call has its own KV cache). Errors: jomoim.Error (a ValueError) with the engine's
@@ -25,7 +25,7 @@ from typing import Any, Dict, Iterable, Iterator, List, NamedTuple, Optional, Se
 
 import numpy as np
 
-from ._jomoim import Error, _Model, _source_default_model_dir
+from ._jomoim import Error, _Model
 
 __all__ = ["Model", "Prediction", "Stream", "default_model_dir"]
 
@@ -36,17 +36,20 @@ def default_model_dir() -> str:
     """The directory Model.load() reads when no path is given, found like the CLI's default.
 
     In order: the JOMOIM_MODEL environment variable (when set and not empty); models/default
-    next to this package (an installed package that ships a model); the models/default folder of
-    the source tree the module was built from. Raises jomoim.Error when none of them exists.
+    next to this package (an installed package that ships a model); share/jomoim/models/default
+    of the CMake build tree the package sits in (<build>/python/jomoim). No path is compiled in.
+    Raises jomoim.Error when none of them exists.
     """
     env = os.environ.get("JOMOIM_MODEL")
     if env:
         return env
-    shipped = os.path.join(os.path.dirname(os.path.abspath(__file__)), "models", "default")
-    for candidate in (shipped, _source_default_model_dir):
+    here = os.path.dirname(os.path.abspath(__file__))
+    shipped = os.path.join(here, "models", "default")
+    build_tree = os.path.normpath(os.path.join(here, "..", "..", "share", "jomoim", "models", "default"))
+    for candidate in (shipped, build_tree):
         if os.path.isdir(candidate):
             return candidate
-    raise Error(f"no path given and no default model at {shipped} or {_source_default_model_dir} "
+    raise Error(f"no path given and no default model at {shipped} or {build_tree} "
                 "(pass a GPT-2 model directory, or set JOMOIM_MODEL)")
 
 

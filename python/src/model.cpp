@@ -6,7 +6,7 @@
 // logits come back as NumPy arrays that own the engine's buffer (no copy). The rules of the
 // commands (apps/jomoim/cmd_model.cpp: the prompt's ids, predict's ranking, generate's loop)
 // are mirrored here step for step, so that the same arguments give the same numbers and ids;
-// explain() is jomoim::explain() itself (include/jomoim/explain.hpp), its JSON handed over as text.
+// explain() is jomoim::explain() itself (include/jomoim/explain/explain.hpp), its JSON handed over as text.
 //
 // The GIL is released during every forward pass and while a model loads. A _Model is
 // immutable after loading and may be used from several Python threads at once (each call
@@ -25,14 +25,10 @@
 #include <utility>
 #include <vector>
 
-#include "jomoim/explain.hpp"
-#include "jomoim/model.hpp"
-#include "jomoim/sampling.hpp"
-#include "jomoim/tokenizer.hpp"
-
-#ifndef JOMOIM_DEFAULT_MODEL_DIR
-#define JOMOIM_DEFAULT_MODEL_DIR "models/default"
-#endif
+#include "jomoim/explain/explain.hpp"
+#include "jomoim/model/model.hpp"
+#include "jomoim/model/sampling.hpp"
+#include "jomoim/text/tokenizer.hpp"
 
 namespace py = pybind11;
 
@@ -262,10 +258,8 @@ class Model {
   std::string explain(const std::string& prompt, const std::string& notation, std::optional<int> layer,
                       std::optional<int> head, const std::vector<int>& silence, bool swap_qk, int top,
                       std::optional<std::string> compare, const std::string& model_name, bool matrices) const {
-    if (notation != "paper" && notation != "3b1b")
-      throw Error("notation: expected 'paper' or '3b1b', got '" + notation + "'");
     ExplainOptions o;
-    o.notation = notation == "3b1b" ? ExplainNotation::col3b1b : ExplainNotation::paper;
+    o.notation = parse_notation(notation);
     o.layer = layer;
     o.head = head;
     o.silence = silence;
@@ -298,7 +292,6 @@ class Model {
 
 void bind_model(py::module_& m) {
   // Where the repository's default model is (the source tree this module was built from).
-  m.attr("_source_default_model_dir") = JOMOIM_DEFAULT_MODEL_DIR;
   py::class_<Model>(m, "_Model",
                     "The compiled core of jomoim.Model (see python/jomoim/model.py); text arguments are UTF-8 bytes.")
       .def(py::init<const std::string&, int>(), py::arg("path"), py::arg("threads"))

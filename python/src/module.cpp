@@ -22,8 +22,9 @@
 #include <string>
 #include <vector>
 
-#include "jomoim/attention.hpp"
-#include "jomoim/simd.hpp"
+#include "jomoim/engine/attention.hpp"
+#include "jomoim/engine/simd.hpp"
+#include "jomoim/version.hpp"
 
 namespace py = pybind11;
 
@@ -44,9 +45,8 @@ std::string type_name(py::handle obj) {
 }
 
 std::string shape_text(const py::array& a) {
-  std::string s = "(";
-  for (py::ssize_t d = 0; d < a.ndim(); ++d) s += (d ? ", " : "") + std::to_string(a.shape(d));
-  return s + (a.ndim() == 1 ? ",)" : ")");
+  std::vector<std::int64_t> shape(a.shape(), a.shape() + a.ndim());
+  return jomoim::shape_tuple_string(shape);
 }
 
 // The argument as a float32 ndarray (a borrowed reference: the caller's arguments keep it
@@ -348,7 +348,7 @@ allocates Nk doubles plus its results, and is far slower than attention().)doc";
 PYBIND11_MODULE(_jomoim, m) {
   m.doc() = "jomoim's attention engine for NumPy (the compiled part of the jomoim package).";
   py::register_exception<jomoim::Error>(m, "Error", PyExc_ValueError);
-  m.attr("__version__") = JOMOIM_VERSION;
+  m.attr("__version__") = jomoim::version;
   py::options options;
   options.disable_function_signatures();
 

@@ -6,7 +6,8 @@
 // (raw score * scale, the product the engine forms before its softmax), and transposes for the
 // 3Blue1Brown notation. It is not a second implementation of attention (tests compare it with
 // the engine's float64 reference instead).
-#include "jomoim/explain.hpp"
+#include "jomoim/explain/explain.hpp"
+#include "jomoim/text/utf8.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -17,8 +18,8 @@
 #include <system_error>
 #include <vector>
 
-#include "jomoim/sampling.hpp"
-#include "jomoim/tensor.hpp"
+#include "jomoim/model/sampling.hpp"
+#include "jomoim/core/tensor.hpp"
 
 namespace jomoim {
 namespace {
@@ -37,31 +38,6 @@ json f32(float x) {
 }
 
 json f64(double x) { return std::isfinite(x) ? json(x) : json(nullptr); }
-
-// The prompt itself, made valid UTF-8 for JSON: invalid bytes become U+FFFD, the rest is kept.
-std::string valid_utf8(const std::string& s) {
-  std::string out;
-  for (std::size_t i = 0; i < s.size();) {
-    const unsigned char c = static_cast<unsigned char>(s[i]);
-    std::size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-    bool ok = len > 0 && i + len <= s.size();
-    for (std::size_t j = 1; ok && j < len; ++j) ok = (static_cast<unsigned char>(s[i + j]) >> 6) == 2;
-    if (ok && len > 1) {
-      unsigned cp = c & (0x7f >> len);
-      for (std::size_t j = 1; j < len; ++j) cp = (cp << 6) | (static_cast<unsigned char>(s[i + j]) & 0x3f);
-      const unsigned min[5] = {0, 0, 0x80, 0x800, 0x10000};
-      ok = cp >= min[len] && cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0xDFFF);
-    }
-    if (ok) {
-      out.append(s, i, len);
-      i += len;
-    } else {
-      out += "\xEF\xBF\xBD";
-      ++i;
-    }
-  }
-  return out;
-}
 
 double norm(const float* x, int n) {
   double s = 0;
@@ -295,7 +271,7 @@ json explain_prompt(const GptModel& model, const Tokenizer& tok, const std::stri
   const bool intervened = !silenced.empty() || o.swap_qk;
   Pass p = run_pass(model, ids, silenced, o.swap_qk);
   json j;
-  j["prompt"] = valid_utf8(prompt);
+  j["prompt"] = text::to_valid_utf8(prompt);
   j["tokens"] = tokens_json(p, tok, c.n_embd);
   j["prediction"] = prediction_json(p, tok, o.top);
   if (intervened) {
@@ -346,10 +322,10 @@ nlohmann::json explain(const GptModel& model, const Tokenizer& tokenizer, const 
   const bool col = options.notation == ExplainNotation::col3b1b;
   json j;
   j["schema"] = "jomoim.explain/1";
-  j["model"] = {{"name", valid_utf8(options.model_name)}, {"n_layer", c.n_layer}, {"n_head", c.n_head},
+  j["model"] = {{"name", text::to_valid_utf8(options.model_name)}, {"n_layer", c.n_layer}, {"n_head", c.n_head},
                 {"n_embd", c.n_embd}, {"head_dim", c.head_dim()}, {"n_positions", c.n_positions},
                 {"vocab_size", c.vocab_size}};
-  j["notation"] = col ? "3b1b" : "paper";
+  j["notation"] = notation_name(options.notation);
   j["formula"] = col ? "V softmax(K^T Q / sqrt(d))" : "softmax(Q K^T / sqrt(d)) V";
   j["softmax_over"] = col ? "columns" : "rows";
   j["options"] = {{"layer", options.layer ? json(*options.layer) : json(nullptr)},

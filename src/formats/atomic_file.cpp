@@ -1,5 +1,5 @@
 // See formats/atomic_file.hpp.
-#include "formats/atomic_file.hpp"
+#include "jomoim/formats/atomic_file.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -10,7 +10,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "jomoim/tensor.hpp"
+#include "jomoim/core/tensor.hpp"
 
 namespace jomoim::detail {
 

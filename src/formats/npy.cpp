@@ -1,4 +1,4 @@
-// npy.cpp — the strict float32 .npy reader and the atomic .npy writer (see jomoim/npy.hpp).
+// npy.cpp — the strict float32 .npy reader and the atomic .npy writer (see jomoim/formats/npy.hpp).
 //
 // Reading goes preamble (magic, version, header length) → header text, a Python dict literal
 // parsed by a small recursive-descent parser that knows only the literals NumPy writes → the
@@ -6,9 +6,9 @@
 // found, because the usual cause is a file written with another dtype or layout by another
 // tool. The parser is fed untrusted bytes (and fuzzed: fuzz/npy_fuzz.cpp): it never reads past
 // the span it is given, bounds its recursion, and checks every size computation for overflow.
-#include "jomoim/npy.hpp"
+#include "jomoim/formats/npy.hpp"
 
-#include "formats/atomic_file.hpp"
+#include "jomoim/formats/atomic_file.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -46,12 +46,6 @@ std::string clip(std::string_view s) {
   return s.size() <= kMaxQuote ? std::string(s) : std::string(s.substr(0, kMaxQuote)) + "...";
 }
 
-std::string dims_string(std::span<const std::int64_t> shape) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
 // Number of elements of `shape`, or a message when a dimension is negative or the data size
 // (elements × 4 bytes) would not fit in int64 and size_t. Like NumPy, dimensions of length 0
 // do not excuse an overflow among the others.
@@ -68,7 +62,7 @@ std::uint64_t element_count(std::span<const std::int64_t> shape, std::string* pr
   bool has_zero = false;
   for (const std::int64_t d : shape) {
     if (d < 0) {
-      *problem = "shape " + dims_string(shape) + " has a negative dimension";
+      *problem = "shape " + shape_string(shape) + " has a negative dimension";
       return 0;
     }
     if (d == 0) {
@@ -76,7 +70,7 @@ std::uint64_t element_count(std::span<const std::int64_t> shape, std::string* pr
       continue;
     }
     if (nonzero_product > max_bytes / sizeof(float) / std::uint64_t(d)) {
-      *problem = "shape " + dims_string(shape) + " has too many elements (its data would exceed " +
+      *problem = "shape " + shape_string(shape) + " has too many elements (its data would exceed " +
                  std::to_string(max_bytes) + " bytes)";
       return 0;
     }
@@ -460,11 +454,11 @@ NpyInfo parse_npy_info(std::span<const std::byte> bytes, std::uint64_t file_size
   const std::uint64_t have = size - data_start;
   const std::uint64_t need = count * sizeof(float);
   if (have < need)
-    fail(name, "data is truncated: shape " + dims_string(info.shape) + " needs " + std::to_string(need) +
+    fail(name, "data is truncated: shape " + shape_string(info.shape) + " needs " + std::to_string(need) +
                    " bytes of float32, but only " + std::to_string(have) + " follow the header");
   if (have > need)
     fail(name, "file has " + std::to_string(have - need) + " bytes after the data the header describes (shape " +
-                   dims_string(info.shape) + ")");
+                   shape_string(info.shape) + ")");
   info.data_offset = data_start;
   info.count = count;
   return info;
@@ -595,7 +589,7 @@ void write_npy(const std::filesystem::path& path, std::span<const std::int64_t> 
   std::string problem;
   const std::uint64_t count = element_count(shape, &problem);
   if (!problem.empty()) fail(name, "cannot write: " + problem);
-  if (count > 0 && data == nullptr) fail(name, "cannot write: no data for shape " + dims_string(shape));
+  if (count > 0 && data == nullptr) fail(name, "cannot write: no data for shape " + shape_string(shape));
   if (!path.has_filename()) fail(name, "cannot write: not a file name");
 
   const std::string header = make_header(shape);
@@ -617,7 +611,7 @@ void write_npy(const std::filesystem::path& path, const NpyArray& a) {
   std::string problem;
   const std::uint64_t count = element_count(a.shape, &problem);
   if (problem.empty() && count != a.data.size())
-    fail(path.string(), "cannot write: shape " + dims_string(a.shape) + " needs " + std::to_string(count) +
+    fail(path.string(), "cannot write: shape " + shape_string(a.shape) + " needs " + std::to_string(count) +
                             " elements, but the array holds " + std::to_string(a.data.size()));
   write_npy(path, a.shape, a.data.data());
 }

@@ -1,5 +1,5 @@
 // safetensors.cpp — the validating, memory-mapping safetensors reader and the atomic F32
-// writer (see jomoim/safetensors.hpp).
+// writer (see jomoim/formats/safetensors.hpp).
 //
 // Reading goes: 8-byte header length (bounded) → header text, parsed by nlohmann::json with a
 // callback that refuses repeated keys and deep nesting while it parses → each entry checked on
@@ -8,9 +8,9 @@
 // tensor. Input is untrusted (and fuzzed: fuzz/safetensors_fuzz.cpp): nothing is read outside
 // the given bytes, every size computation is overflow-checked, and anything quoted back from
 // the file in a message is escaped and clipped so that messages stay one short line.
-#include "jomoim/safetensors.hpp"
+#include "jomoim/formats/safetensors.hpp"
 
-#include "formats/atomic_file.hpp"
+#include "jomoim/formats/atomic_file.hpp"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -62,12 +62,6 @@ std::string quote(std::string_view s) {
   }
   if (s.size() > kMaxQuote) q += "...";
   return q + "'";
-}
-
-std::string dims_string(std::span<const std::int64_t> shape) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
 }
 
 // Built piecewise: "[" + std::to_string(...) trips a false -Wrestrict in g++ 12.
@@ -280,10 +274,10 @@ TensorInfo parse_entry(const std::string& key, const json& v, const std::string&
 
   std::uint64_t need = 0;
   if (!byte_count(t.shape, dtype_size(t.dtype), &need))
-    fail(name, who + ": shape " + dims_string(t.shape) + " of " + std::string(dtype_name(t.dtype)) +
+    fail(name, who + ": shape " + shape_string(t.shape) + " of " + std::string(dtype_name(t.dtype)) +
                    " is too large (its byte count overflows 64 bits)");
   if (need != end - begin)
-    fail(name, who + ": shape " + dims_string(t.shape) + " of " + std::string(dtype_name(t.dtype)) +
+    fail(name, who + ": shape " + shape_string(t.shape) + " of " + std::string(dtype_name(t.dtype)) +
                    " needs " + std::to_string(need) + " bytes, but data_offsets [" + std::to_string(begin) +
                    ", " + std::to_string(end) + "] hold " + std::to_string(end - begin));
   return t;
@@ -551,13 +545,13 @@ void write_safetensors(const std::filesystem::path& path, std::span<const Tensor
     if (t.name == kMetadataKey) refuse("a tensor cannot be named '__metadata__'");
     if (!seen.insert(t.name).second) refuse("two tensors are named " + quote(t.name));
     for (const std::int64_t d : t.shape)
-      if (d < 0) refuse(who + ": shape " + dims_string(t.shape) + " has a negative dimension");
+      if (d < 0) refuse(who + ": shape " + shape_string(t.shape) + " has a negative dimension");
     std::uint64_t bytes = 0;
     if (!byte_count(t.shape, sizeof(float), &bytes) ||
         bytes > std::uint64_t(std::numeric_limits<std::int64_t>::max()) ||
         __builtin_add_overflow(offset, bytes, &offset))
-      refuse(who + ": shape " + dims_string(t.shape) + " is too large");
-    if (bytes > 0 && t.data == nullptr) refuse(who + ": no data for shape " + dims_string(t.shape));
+      refuse(who + ": shape " + shape_string(t.shape) + " is too large");
+    if (bytes > 0 && t.data == nullptr) refuse(who + ": no data for shape " + shape_string(t.shape));
     counts.push_back(bytes / sizeof(float));
     header[t.name] = {{"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {offset - bytes, offset}}};
   }

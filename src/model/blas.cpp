@@ -1,5 +1,5 @@
 // See model/blas.hpp.
-#include "model/blas.hpp"
+#include "blas.hpp"
 
 #include <cblas.h>
 #include <omp.h>

@@ -1,4 +1,4 @@
-// GptConfig: Hugging Face GPT-2 config.json in and out. See include/jomoim/model.hpp.
+// GptConfig: Hugging Face GPT-2 config.json in and out. See include/jomoim/model/model.hpp.
 #include <cmath>
 #include <fstream>
 #include <sstream>
@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "jomoim/model.hpp"
+#include "jomoim/model/model.hpp"
 
 namespace jomoim {
 namespace {

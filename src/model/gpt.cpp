@@ -1,15 +1,15 @@
 // The GPT-2 forward pass: embeddings, pre-LayerNorm blocks, tied output head, KV cache.
-// See include/jomoim/model.hpp.
+// See include/jomoim/model/model.hpp.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <string>
 
-#include "jomoim/attention.hpp"
-#include "jomoim/model.hpp"
-#include "model/blas.hpp"
-#include "model/kernels.hpp"
+#include "jomoim/engine/attention.hpp"
+#include "jomoim/model/model.hpp"
+#include "blas.hpp"
+#include "jomoim/engine/elementwise.hpp"
 
 namespace jomoim {
 namespace {
@@ -41,7 +41,7 @@ void layer_norm(const float* x, int T, int C, const LayerNormParams& p, float ep
   }
 }
 
-void gelu_tanh(float* x, std::size_t n) { model_kernels::gelu_tanh(x, x, n); }
+void gelu_tanh(float* x, std::size_t n) { elementwise::gelu_tanh(x, x, n); }
 
 void gelu_erf(float* x, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) x[i] = 0.5f * x[i] * (1.0f + std::erf(x[i] * 0.7071067811865476f));

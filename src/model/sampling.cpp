@@ -1,5 +1,5 @@
-// Sampling the next token. See include/jomoim/sampling.hpp.
-#include "jomoim/sampling.hpp"
+// Sampling the next token. See include/jomoim/model/sampling.hpp.
+#include "jomoim/model/sampling.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -7,7 +7,7 @@
 #include <numeric>
 #include <string>
 
-#include "jomoim/tensor.hpp"
+#include "jomoim/core/tensor.hpp"
 
 namespace jomoim {
 

@@ -1,6 +1,6 @@
 // Training: the GPT-2 forward pass with saved activations, the backward pass of every layer,
-// AdamW, clipping and the learning-rate schedule. See include/jomoim/train.hpp.
-#include "jomoim/train.hpp"
+// AdamW, clipping and the learning-rate schedule. See include/jomoim/model/train.hpp.
+#include "jomoim/model/train.hpp"
 
 #include <cblas.h>
 #include <omp.h>
@@ -12,9 +12,9 @@
 #include <random>
 #include <string>
 
-#include "jomoim/attention.hpp"
-#include "model/blas.hpp"
-#include "model/kernels.hpp"
+#include "jomoim/engine/attention.hpp"
+#include "blas.hpp"
+#include "jomoim/engine/elementwise.hpp"
 
 namespace jomoim {
 namespace {
@@ -130,7 +130,7 @@ void gelu_fwd(const float* x, float* y, std::size_t n, bool exact, int nt) {
   for (std::ptrdiff_t c = 0; c < chunks; ++c) {
     const std::size_t b = n * c / chunks, e = n * (c + 1) / chunks;
     if (!exact) {
-      model_kernels::gelu_tanh(x + b, y + b, e - b);
+      elementwise::gelu_tanh(x + b, y + b, e - b);
     } else {
       for (std::size_t i = b; i < e; ++i) y[i] = 0.5f * x[i] * (1.0f + std::erf(x[i] * 0.7071067811865476f));
     }
@@ -144,7 +144,7 @@ void gelu_bwd(const float* x, const float* dy, float* dx, std::size_t n, bool ex
   for (std::ptrdiff_t c = 0; c < chunks; ++c) {
     const std::size_t b = n * c / chunks, e = n * (c + 1) / chunks;
     if (!exact) {
-      model_kernels::gelu_tanh_backward(x + b, dy + b, dx + b, e - b);
+      elementwise::gelu_tanh_backward(x + b, dy + b, dx + b, e - b);
       continue;
     }
     for (std::size_t i = b; i < e; ++i) {
@@ -369,11 +369,11 @@ double GptTrainable::run(std::span<const std::int32_t> tokens, int B, int T, boo
 #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
   for (std::size_t n = 0; n < N; ++n) {
     float* r = logits.data() + n * V;
-    const float m = model_kernels::row_max(r, V);
-    const double lse = m + std::log(model_kernels::sum_exp(r, V, m));
+    const float m = elementwise::row_max(r, V);
+    const double lse = m + std::log(elementwise::sum_exp(r, V, m));
     row_loss[n] = lse - r[target(n)];
     if (backward) {
-      model_kernels::exp_scale(r, V, static_cast<float>(lse), gscale);
+      elementwise::exp_scale(r, V, static_cast<float>(lse), gscale);
       r[target(n)] -= gscale;
     }
   }

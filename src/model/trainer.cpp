@@ -1,5 +1,5 @@
-// The training loop behind `jomoim train`. See include/jomoim/trainer.hpp.
-#include "jomoim/trainer.hpp"
+// The training loop behind `jomoim train`. See include/jomoim/model/trainer.hpp.
+#include "jomoim/model/trainer.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -12,11 +12,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "formats/atomic_file.hpp"
-#include "jomoim/bpe_train.hpp"
-#include "jomoim/safetensors.hpp"
-#include "jomoim/tokenizer.hpp"
-#include "jomoim/train.hpp"
+#include "jomoim/formats/atomic_file.hpp"
+#include "jomoim/text/bpe_train.hpp"
+#include "jomoim/formats/safetensors.hpp"
+#include "jomoim/text/tokenizer.hpp"
+#include "jomoim/model/train.hpp"
 
 namespace jomoim {
 namespace {

@@ -1,5 +1,5 @@
 // bpe.cpp — the byte-level BPE itself: building the tables, encode, decode (see
-// jomoim/tokenizer.hpp). Files are read and written in vocab_files.cpp.
+// jomoim/text/tokenizer.hpp). Files are read and written in vocab_files.cpp.
 //
 // Encoding a piece: its bytes become byte tokens in a linked list; every adjacent pair that has
 // a merge goes into a min-heap keyed by (rank, position). GPT-2 merges the lowest-ranked pair
@@ -17,11 +17,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "jomoim/tokenizer.hpp"
-#include "text/byte_alphabet.hpp"
-#include "text/pretokenize.hpp"
-#include "text/tokenizer_impl.hpp"
-#include "text/utf8.hpp"
+#include "jomoim/text/tokenizer.hpp"
+#include "byte_alphabet.hpp"
+#include "pretokenize.hpp"
+#include "tokenizer_impl.hpp"
+#include "jomoim/text/utf8.hpp"
 
 namespace jomoim {
 namespace text {

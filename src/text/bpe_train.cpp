@@ -1,5 +1,5 @@
-// Learning byte-level BPE merges. See include/jomoim/bpe_train.hpp.
-#include "jomoim/bpe_train.hpp"
+// Learning byte-level BPE merges. See include/jomoim/text/bpe_train.hpp.
+#include "jomoim/text/bpe_train.hpp"
 
 #include <algorithm>
 #include <cstdint>

@@ -1,4 +1,4 @@
-// byte_alphabet.cpp — GPT-2's byte <-> printable-unicode mapping (see jomoim/tokenizer.hpp).
+// byte_alphabet.cpp — GPT-2's byte <-> printable-unicode mapping (see jomoim/text/tokenizer.hpp).
 //
 // GPT-2 writes tokens as text in which every byte is one printable character, so that a
 // vocabulary is a JSON object of readable strings: the 188 bytes that are printable Latin-1
@@ -9,9 +9,9 @@
 #include <string>
 #include <string_view>
 
-#include "jomoim/tokenizer.hpp"
-#include "text/byte_alphabet.hpp"
-#include "text/utf8.hpp"
+#include "jomoim/text/tokenizer.hpp"
+#include "byte_alphabet.hpp"
+#include "jomoim/text/utf8.hpp"
 
 namespace jomoim {
 namespace text {

@@ -17,9 +17,9 @@
 #include <memory>
 #include <string>
 
-#include "jomoim/tensor.hpp"
-#include "text/pretokenize.hpp"
-#include "text/utf8.hpp"
+#include "jomoim/core/tensor.hpp"
+#include "pretokenize.hpp"
+#include "jomoim/text/utf8.hpp"
 
 namespace jomoim::text {
 namespace {

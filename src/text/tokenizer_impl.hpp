@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "jomoim/tokenizer.hpp"
+#include "jomoim/text/tokenizer.hpp"
 
 namespace jomoim {
 

@@ -1,5 +1,5 @@
 // vocab_files.cpp — Hugging Face's vocab.json + merges.txt: reading (strict, one-line errors
-// naming the file) and atomic writing (see jomoim/tokenizer.hpp).
+// naming the file) and atomic writing (see jomoim/text/tokenizer.hpp).
 //
 // vocab.json is read with nlohmann's SAX interface rather than into a DOM: it sees duplicate
 // keys (a DOM keeps only the last), stops at the first value that is not a token id, and does
@@ -20,8 +20,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "jomoim/tokenizer.hpp"
-#include "text/tokenizer_impl.hpp"
+#include "jomoim/text/tokenizer.hpp"
+#include "tokenizer_impl.hpp"
 
 namespace jomoim {
 namespace {

@@ -22,7 +22,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "jomoim/explain.hpp"
+#include "jomoim/explain/explain.hpp"
 #include "serve/request.hpp"
 #include "serve/server.hpp"
 #include "serve/static_files.hpp"

@@ -1,0 +1,183 @@
+// jomoim/model/model.hpp — a GPT-2-architecture decoder on the attention engine.
+//
+// The model of DESIGN.md's second layer: token embedding + learned position embedding, n_layer
+// pre-LayerNorm blocks (causal multi-head self-attention through jomoim::attention, then a GELU
+// MLP), a final LayerNorm, and an output head tied to the token embedding. Linear layers run on
+// OpenBLAS (cblas_sgemm); attention runs on the engine, reading Q, K and V straight out of the
+// fused QKV projection and the KV cache through strided views (no per-head copies).
+//
+// Weights are borrowed: GptParams holds pointers, and the GptModel keeps whatever owns them
+// alive (the memory-mapped safetensors file when loaded from disk: F32 checkpoints are used in
+// place, not copied). A GptModel is immutable and its const methods may run concurrently on
+// different KvCache objects.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "jomoim/core/tensor.hpp"
+
+namespace jomoim {
+
+// The fields of a Hugging Face GPT-2 config.json that the architecture needs.
+struct GptConfig {
+  int n_layer = 0;
+  int n_head = 0;
+  int n_embd = 0;
+  int n_positions = 0;  // context length
+  int vocab_size = 0;
+  int n_inner = 0;      // MLP width; 0 means 4 * n_embd (config.json's null)
+  float layer_norm_epsilon = 1e-5f;
+  // "gelu_new", "gelu_pytorch_tanh" and "gelu_fast" are the tanh approximation GPT-2 uses;
+  // "gelu" is the exact (erf) form. Anything else is refused.
+  std::string activation_function = "gelu_new";
+
+  int head_dim() const { return n_embd / n_head; }
+  int inner() const { return n_inner > 0 ? n_inner : 4 * n_embd; }
+  // Positive sizes, n_embd divisible by n_head, a known activation, a positive finite epsilon.
+  void validate() const;
+  // Parses config.json text; `name` is used in messages. Throws Error naming the field.
+  static GptConfig from_json(const std::string& text, const std::string& name = "config.json");
+  static GptConfig load(const std::filesystem::path& config_json);
+  // config.json as Hugging Face writes it for GPT-2 (model_type "gpt2"), loadable by both.
+  std::string to_json() const;
+  // Number of parameters (the tied output head counted once).
+  std::int64_t parameter_count() const;
+};
+
+// Borrowed weights, in Hugging Face GPT-2's layout. Linear weights are [in, out] (GPT-2's
+// Conv1D), so y = x W + b with x as rows.
+struct LayerNormParams {
+  const float* weight = nullptr;  // [n_embd]
+  const float* bias = nullptr;    // [n_embd]
+};
+struct LinearParams {
+  const float* weight = nullptr;  // [in, out]
+  const float* bias = nullptr;    // [out]
+};
+struct BlockParams {
+  LayerNormParams ln_1;
+  LinearParams c_attn;   // [n_embd, 3 n_embd]: Q, K, V side by side, heads contiguous inside each
+  LinearParams c_proj;   // [n_embd, n_embd]
+  LayerNormParams ln_2;
+  LinearParams c_fc;     // [n_embd, inner]
+  LinearParams mlp_proj; // [inner, n_embd]
+};
+struct GptParams {
+  const float* wte = nullptr;  // [vocab_size, n_embd], also the output head
+  const float* wpe = nullptr;  // [n_positions, n_embd]
+  std::vector<BlockParams> blocks;
+  LayerNormParams ln_f;
+};
+
+// Keys and values of every layer for the tokens seen so far, so that a new token costs one
+// pass over the weights instead of a recompute. Layout per layer: [capacity, n_embd] rows
+// (head h at columns h*head_dim...), which the attention engine reads as a [1, H, n, D] view.
+// Memory: 2 * n_layer * capacity * n_embd floats, allocated once in the constructor.
+class KvCache {
+ public:
+  KvCache() = default;
+  KvCache(const GptConfig& config, int capacity);
+  int size() const { return size_; }
+  int capacity() const { return capacity_; }
+  void clear() { size_ = 0; }
+  void truncate(int n);  // forget tokens from position n on (0 <= n <= size)
+  float* keys(int layer) { return data_.data() + layer_offset(layer); }
+  float* values(int layer) { return keys(layer) + static_cast<std::size_t>(capacity_) * n_embd_; }
+  const float* keys(int layer) const { return data_.data() + layer_offset(layer); }
+  const float* values(int layer) const { return keys(layer) + static_cast<std::size_t>(capacity_) * n_embd_; }
+  std::size_t bytes() const { return data_.size() * sizeof(float); }
+
+ private:
+  friend class GptModel;
+  std::size_t layer_offset(int layer) const {
+    return static_cast<std::size_t>(layer) * 2 * static_cast<std::size_t>(capacity_) * n_embd_;
+  }
+  std::vector<float> data_;
+  int n_layer_ = 0, n_embd_ = 0, capacity_ = 0, size_ = 0;
+};
+
+// What one forward pass computed inside attention, recorded only when asked for (the
+// explorer's "meeting minutes"). T = new tokens, Tk = keys visible to them (cache + new).
+// All arrays are C order float32.
+struct AttentionTrace {
+  std::vector<float> q;       // [H, T, D]   queries of the new tokens
+  std::vector<float> k;       // [H, Tk, D]  keys of every visible token
+  std::vector<float> v;       // [H, Tk, D]  values
+  std::vector<float> scores;  // [H, T, Tk]  raw Q_i . K_j (unscaled), masked pairs included
+  std::vector<float> weights; // [H, T, Tk]  softmax weights as the engine computed them (0 where masked)
+  std::vector<float> out;     // [H, T, D]   weighted sums of values, per head, before c_proj
+  float scale = 0;            // the 1/sqrt(D) applied to the scores before the softmax
+};
+struct ForwardTrace {
+  int T = 0, Tk = 0, first_position = 0;
+  std::vector<float> token_embedding;     // [T, n_embd] rows of wte
+  std::vector<float> position_embedding;  // [T, n_embd] rows of wpe
+  std::vector<AttentionTrace> layers;     // n_layer entries
+};
+
+struct ForwardOptions {
+  // Absolute positions whose keys nobody hears, in every layer and head (their queries still
+  // run). A query whose every visible key is silenced receives zeros (the engine's rule).
+  std::span<const int> silenced;
+  // Use each layer's W_K (and bias) to make queries and W_Q to make keys.
+  bool swap_qk = false;
+  // Return logits for every new token ([T, vocab]) instead of only the last ([vocab]).
+  bool all_logits = false;
+  // When set, filled with the attention internals of this pass. Costs copies and one extra
+  // score computation per head; the normal path pays nothing when it is null.
+  ForwardTrace* trace = nullptr;
+};
+
+class GptModel {
+ public:
+  // Takes borrowed params; `owners` keep the memory they point into alive. Validates the
+  // config and that no required pointer is null.
+  GptModel(GptConfig config, GptParams params, std::vector<std::shared_ptr<const void>> owners = {});
+
+  // A Hugging Face GPT-2 model directory: config.json + model.safetensors (F32, F16 or BF16;
+  // names with or without the "transformer." prefix; h.N.attn.bias / masked_bias buffers and
+  // lm_head.weight ignored, the head is tied to wte). Every tensor's shape is checked against
+  // the config. Throws Error naming the directory, file and tensor. F32 weights stay in the
+  // mapped file (zero copy).
+  static GptModel load(const std::filesystem::path& dir);
+
+  const GptConfig& config() const { return config_; }
+  const GptParams& params() const { return params_; }
+  // Bytes of weights this process copied (F16/BF16 conversion); 0 for an F32 checkpoint.
+  std::size_t copied_bytes() const { return copied_bytes_; }
+  void set_copied_bytes(std::size_t n) { copied_bytes_ = n; }
+
+  // Threads for attention and for OpenBLAS (0: OpenMP's default). Process-wide for OpenBLAS.
+  void set_threads(int threads);
+  int threads() const { return threads_; }
+
+  // Runs `ids` at positions cache.size()... through the model, appends their keys and values to
+  // the cache and returns logits ([vocab], or [T, vocab] with options.all_logits). Throws
+  // Error for an id outside the vocabulary, an empty input, or more tokens than the context
+  // (n_positions) or the cache holds; the cache is unchanged when it throws.
+  std::vector<float> forward(std::span<const std::int32_t> ids, KvCache& cache,
+                             const ForwardOptions& options = {}) const;
+  // Logits for every position of `ids` from scratch ([T, vocab]); a convenience for tests.
+  std::vector<float> logits(std::span<const std::int32_t> ids) const;
+
+ private:
+  GptConfig config_;
+  GptParams params_;
+  std::vector<std::shared_ptr<const void>> owners_;
+  std::size_t copied_bytes_ = 0;
+  int threads_ = 0;
+};
+
+// Writes a model directory the way Hugging Face does for GPT-2 (config.json and
+// model.safetensors with the un-prefixed names, F32), so `GptModel::load` and Hugging Face
+// both read it. Each file is written atomically. The tokenizer files are not touched.
+void save_gpt2_checkpoint(const std::filesystem::path& dir, const GptConfig& config,
+                          const GptParams& params,
+                          const std::vector<std::pair<std::string, std::string>>& metadata = {});
+
+}  // namespace jomoim

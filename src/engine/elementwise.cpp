@@ -1,0 +1,121 @@
+// Element-wise model kernels with Highway. See jomoim/engine/elementwise.hpp.
+// This file is compiled once per SIMD target (Highway's foreach_target re-includes it).
+#include "jomoim/engine/elementwise.hpp"
+
+#include <cmath>
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "elementwise.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+
+#include <hwy/contrib/math/math-inl.h>
+#include <hwy/highway.h>
+
+HWY_BEFORE_NAMESPACE();
+namespace jomoim::elementwise {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+constexpr float kK = 0.7978845608028654f;  // sqrt(2 / pi)
+constexpr float kC = 0.044715f;
+
+// Scalar forms for the tails, the same formulas.
+inline float GeluScalar(float v) { return 0.5f * v * (1.0f + std::tanh(kK * (v + kC * v * v * v))); }
+inline float GeluGradScalar(float v) {
+  const float t = std::tanh(kK * (v + kC * v * v * v));
+  return 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * kK * (1.0f + 3.0f * kC * v * v);
+}
+
+void GeluTanh(const float* x, float* y, size_t n) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  const auto half = hn::Set(d, 0.5f), one = hn::Set(d, 1.0f), k = hn::Set(d, kK), c = hn::Set(d, kC);
+  size_t i = 0;
+  for (; i + N <= n; i += N) {
+    const auto v = hn::LoadU(d, x + i);
+    const auto u = hn::Mul(k, hn::MulAdd(hn::Mul(c, hn::Mul(v, v)), v, v));
+    hn::StoreU(hn::Mul(hn::Mul(half, v), hn::Add(one, hn::Tanh(d, u))), d, y + i);
+  }
+  for (; i < n; ++i) y[i] = GeluScalar(x[i]);
+}
+
+void GeluTanhBackward(const float* x, const float* dy, float* dx, size_t n) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  const auto half = hn::Set(d, 0.5f), one = hn::Set(d, 1.0f), k = hn::Set(d, kK), c = hn::Set(d, kC),
+             c3 = hn::Set(d, 3.0f * kC);
+  size_t i = 0;
+  for (; i + N <= n; i += N) {
+    const auto v = hn::LoadU(d, x + i);
+    const auto v2 = hn::Mul(v, v);
+    const auto t = hn::Tanh(d, hn::Mul(k, hn::MulAdd(hn::Mul(c, v2), v, v)));
+    // 0.5 (1 + t) + 0.5 v (1 - t^2) k (1 + 3 c v^2)
+    const auto sech2 = hn::NegMulAdd(t, t, one);
+    const auto inner = hn::Mul(k, hn::MulAdd(c3, v2, one));
+    const auto g = hn::Mul(half, hn::MulAdd(hn::Mul(v, sech2), inner, hn::Add(one, t)));
+    hn::StoreU(hn::Mul(g, hn::LoadU(d, dy + i)), d, dx + i);
+  }
+  for (; i < n; ++i) dx[i] = dy[i] * GeluGradScalar(x[i]);
+}
+
+float RowMax(const float* x, size_t n) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  size_t i = 0;
+  float m = x[0];
+  if (n >= N) {
+    auto vm = hn::LoadU(d, x);
+    for (i = N; i + N <= n; i += N) vm = hn::Max(vm, hn::LoadU(d, x + i));
+    m = hn::GetLane(hn::MaxOfLanes(d, vm));
+  }
+  for (; i < n; ++i) m = x[i] > m ? x[i] : m;
+  return m;
+}
+
+double SumExp(const float* x, size_t n, float shift) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  const auto s = hn::Set(d, shift);
+  auto acc = hn::Zero(d);
+  size_t i = 0;
+  for (; i + N <= n; i += N) acc = hn::Add(acc, hn::Exp(d, hn::Sub(hn::LoadU(d, x + i), s)));
+  double total = 0;
+  HWY_ALIGN float lanes[hn::MaxLanes(d)];
+  hn::Store(acc, d, lanes);
+  for (size_t j = 0; j < N; ++j) total += lanes[j];
+  for (; i < n; ++i) total += std::exp(static_cast<double>(x[i]) - shift);
+  return total;
+}
+
+void ExpScale(float* x, size_t n, float shift, float scale) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  const auto s = hn::Set(d, shift), sc = hn::Set(d, scale);
+  size_t i = 0;
+  for (; i + N <= n; i += N) hn::StoreU(hn::Mul(hn::Exp(d, hn::Sub(hn::LoadU(d, x + i), s)), sc), d, x + i);
+  for (; i < n; ++i) x[i] = std::exp(x[i] - shift) * scale;
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace jomoim::elementwise
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace jomoim::elementwise {
+HWY_EXPORT(GeluTanh);
+HWY_EXPORT(GeluTanhBackward);
+HWY_EXPORT(RowMax);
+HWY_EXPORT(SumExp);
+HWY_EXPORT(ExpScale);
+
+void gelu_tanh(const float* x, float* y, std::size_t n) { HWY_DYNAMIC_DISPATCH(GeluTanh)(x, y, n); }
+void gelu_tanh_backward(const float* x, const float* dy, float* dx, std::size_t n) {
+  HWY_DYNAMIC_DISPATCH(GeluTanhBackward)(x, dy, dx, n);
+}
+float row_max(const float* x, std::size_t n) { return HWY_DYNAMIC_DISPATCH(RowMax)(x, n); }
+double sum_exp(const float* x, std::size_t n, float shift) { return HWY_DYNAMIC_DISPATCH(SumExp)(x, n, shift); }
+void exp_scale(float* x, std::size_t n, float shift, float scale) {
+  HWY_DYNAMIC_DISPATCH(ExpScale)(x, n, shift, scale);
+}
+}  // namespace jomoim::elementwise
+#endif  // HWY_ONCE

@@ -1,0 +1,899 @@
+// fast_attention.cpp — the CPU fast path of jomoim::attention.
+//
+// Tiled attention with online softmax: for each block of kBlockQ query rows, key/value tiles
+// of kBlockK keys stream past; each tile's scores S = Q K^T are computed into a small buffer,
+// masked, exponentiated against a running row maximum, and accumulated into the output as
+// P V. Tile shapes (64 x 256, and 256 x 64 or 32 x 32 for some problems) are chosen per call
+// in plan.hpp. No N x N buffer exists (see attention.hpp for what is allocated). SIMD through Highway
+// (compiled for every x86 target, dispatched once per call), threads through OpenMP.
+//
+// This file is compiled once per SIMD target (Highway's foreach_target re-includes it).
+// Shapes use DESIGN.md's letters: q [B,Hq,Nq,D], k [B,Hkv,Nk,D], v [B,Hkv,Nk,Dv].
+#include <omp.h>
+
+#include <cmath>
+#include <cstring>
+#include <exception>
+#include <limits>
+#include <mutex>
+#include <vector>
+
+#include "plan.hpp"
+#include "problem.hpp"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "fast_attention.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+// Must come after foreach_target.h.
+#include <hwy/contrib/math/math-inl.h>
+#include <hwy/highway.h>
+
+HWY_BEFORE_NAMESPACE();
+namespace jomoim::detail {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using DF = hn::ScalableTag<float>;
+using VF = hn::Vec<DF>;
+
+// Layout. Scores are kept transposed, S^T [keys, rows] with rows (queries) along the SIMD
+// lanes: Q^T is packed once per block of query rows, K rows are read in place (no per-tile
+// transpose), and the softmax over keys becomes element-wise max/exp/sum across vectors of
+// rows, with no horizontal reductions.
+//
+// Register blocking: kMR key rows x kNV vectors of query rows. AVX-512 has 32 vector registers
+// (16 accumulators + 4 operands fit); the other x86 targets have 16.
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+constexpr size_t kNV = 4;
+// The transposed P·V of the wide blocks (O^T += V^T P^T) is blocked 8 x 2 instead: half the
+// P^T loads per key (its rows are 1 KiB apart and come from L2) and 8 V broadcasts from one
+// cache line. Measured +1-2 % at (1,8,2048..4096,128) on one thread; the same 8 x 2 blocking
+// for the scores gained nothing (bench/NOTES.md section 10).
+constexpr size_t kValueMR = 8, kValueNV = 2;
+#else
+constexpr size_t kNV = 2;
+constexpr size_t kValueMR = 4, kValueNV = kNV;
+#endif
+constexpr size_t kMR = 4;
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// Scores are kept in base-2 units: the queries are packed pre-multiplied by scale * log2(e)
+// (and a bias by log2(e)), so every exponential of the softmax is 2^x of a non-positive x,
+// which needs no range check beyond a clamp. lse is converted back to natural units.
+constexpr float kLog2e = 1.44269504088896340736f;
+constexpr float kLn2 = 0.69314718055994530942f;
+
+// 2^x for x <= 0 (and x = -inf gives +0), about 1 ulp: x = n + f with n = round(x),
+// f in [-1/2, 1/2]; 2^f by a degree-6 polynomial (relative error 1.0e-7 in float arithmetic,
+// fitted here for 2^f with the constant term fixed at 1, so 2^0 = 1 exactly), times 2^n by
+// adding n to the exponent field. Adding 1.5 * 2^23 rounds x to an integer in the low mantissa
+// bits, whose shift by 23 is n's exponent increment (two's complement wraps correctly). The
+// clamp at -127 makes -inf exactly +0 (n = -127, f = 0); x in (-127, -126) gives a denormal
+// of about the right size. 14 operations against about 25 for a general exp. A NaN stays NaN
+// (x86 max returns its second operand when one is NaN).
+HWY_INLINE VF Exp2NonPositive(DF df, VF x) {
+  const hn::RebindToSigned<DF> di;
+  x = hn::Max(hn::Set(df, -127.0f), x);
+  const VF magic = hn::Set(df, 12582912.0f);
+  const VF shifted = hn::Add(x, magic);
+  const VF f = hn::Sub(x, hn::Sub(shifted, magic));
+  VF p = hn::Set(df, 1.5353361959569156e-4f);
+  p = hn::MulAdd(p, f, hn::Set(df, 1.3398875016719103e-3f));
+  p = hn::MulAdd(p, f, hn::Set(df, 9.61843691766262e-3f));
+  p = hn::MulAdd(p, f, hn::Set(df, 5.5503323674201965e-2f));
+  p = hn::MulAdd(p, f, hn::Set(df, 2.4022647738456726e-1f));
+  p = hn::MulAdd(p, f, hn::Set(df, 6.931471824645996e-1f));
+  p = hn::MulAdd(p, f, hn::Set(df, 1.0f));
+  const auto e = hn::ShiftLeft<23>(hn::BitCast(di, shifted));
+  return hn::BitCast(df, hn::Add(hn::BitCast(di, p), e));
+}
+
+// Lane sums of four vectors at once, in the four lanes of a 128-bit vector: two levels of
+// interleave-and-add within each 128-bit block (a 4 x 4 transpose folded into the adds), then
+// the blocks added together. About 13 operations for four sums, where four SumOfLanes take
+// about 36. x86 targets with 256-bit vectors or wider; the others use SumOfLanes.
+#undef JOMOIM_SUM4  // this file is included once per target
+#if HWY_TARGET <= HWY_AVX2
+#define JOMOIM_SUM4 1
+template <class D>
+HWY_INLINE hn::Vec<hn::Full128<float>> FoldBlocks(D d, hn::Vec<D> v) {
+  if constexpr (D::kPrivateN <= 4) {
+    (void)d;
+    return v;
+  } else {
+    const hn::Half<D> dh;
+    return FoldBlocks(dh, hn::Add(hn::LowerHalf(dh, v), hn::UpperHalf(dh, v)));
+  }
+}
+HWY_INLINE hn::Vec<hn::Full128<float>> Sum4(VF a, VF b, VF c, VF d) {
+  const DF df;
+  const hn::Repartition<double, DF> dd;
+  const VF ab = hn::Add(hn::InterleaveLower(df, a, b), hn::InterleaveUpper(df, a, b));
+  const VF cd = hn::Add(hn::InterleaveLower(df, c, d), hn::InterleaveUpper(df, c, d));
+  const auto ab64 = hn::BitCast(dd, ab), cd64 = hn::BitCast(dd, cd);
+  const VF abcd = hn::Add(hn::BitCast(df, hn::InterleaveLower(dd, ab64, cd64)),
+                          hn::BitCast(df, hn::InterleaveUpper(dd, ab64, cd64)));
+  return FoldBlocks(df, abcd);
+}
+#endif
+
+// Transposes the square block of N = lanes vectors in place: v[i] lane j becomes v[j] lane i.
+// log2(N) rounds of ConcatEven / ConcatOdd over pairs of rows; each round moves the lowest bit
+// of the row index to the top of the lane index and the lowest bit of the lane index to the
+// top of the row index, so after log2(N) rounds the two indices have traded places. 64
+// two-source permutes for a 16 x 16 block against 256 scalar loads and stores, and the rows
+// are read and written as whole vectors.
+constexpr size_t kLanes = hn::MaxLanes(DF());
+#if HWY_TARGET == HWY_SCALAR
+HWY_INLINE void TransposeSquare(VF (&)[kLanes]) {}  // one lane: nothing to move
+#else
+HWY_INLINE void TransposeSquare(VF (&v)[kLanes]) {
+  const DF df;
+  for (size_t round = 1; round < kLanes; round *= 2) {
+    VF w[kLanes];
+    for (size_t k = 0; k < kLanes / 2; ++k) {
+      w[k] = hn::ConcatEven(df, v[2 * k + 1], v[2 * k]);
+      w[k + kLanes / 2] = hn::ConcatOdd(df, v[2 * k + 1], v[2 * k]);
+    }
+    for (size_t i = 0; i < kLanes; ++i) v[i] = w[i];
+  }
+}
+#endif
+
+// Everything below is instantiated for each tile shape of plan.hpp: kBlockQ query rows by
+// kBlockK keys.
+template <std::int64_t kBlockQ, std::int64_t kBlockK>
+struct Tiled {
+
+  // c[r][x] (+)= sum_d a(r, d) * bt[d][x] for r < MR, x < NV vectors: the register-blocked
+  // kernel of both products whose rows run along the lanes.
+  //   a(r, d) is a[r * lda + d], or a[d * lda + r] with kColumnsOfA (read by broadcasts; any
+  //   alignment or sign of stride); bt [depth, *] (row stride ldb, aligned); c [MR, *] (row
+  //   stride ldc, aligned), overwritten, or added to with kAccumulate.
+  // Used for S^T = K Q^T (a = K rows, bt = Q^T) and for O^T += V^T P^T (a = V read by columns,
+  // bt = P^T, accumulating).
+  //   With kAccumulate, a non-null cscale first multiplies c's columns: c[r][x] *= cscale[x]
+  //   (the online softmax's rescale of O^T, folded into the one load of c per tile).
+  template <size_t MR, size_t NV, bool kColumnsOfA, bool kAccumulate>
+  static HWY_INLINE void BroadcastMicro(const float* HWY_RESTRICT a, std::ptrdiff_t lda, const float* HWY_RESTRICT bt,
+                                        size_t ldb, float* HWY_RESTRICT c, size_t ldc, size_t depth,
+                                        const float* HWY_RESTRICT cscale = nullptr) {
+    const DF df;
+    const size_t L = hn::Lanes(df);
+    VF acc[MR][NV];
+    if (kAccumulate && cscale != nullptr) {
+      VF f[NV];
+      for (size_t x = 0; x < NV; ++x) f[x] = hn::Load(df, cscale + x * L);
+      for (size_t r = 0; r < MR; ++r)
+        for (size_t x = 0; x < NV; ++x) acc[r][x] = hn::Mul(hn::Load(df, c + r * ldc + x * L), f[x]);
+    } else {
+      for (size_t r = 0; r < MR; ++r)
+        for (size_t x = 0; x < NV; ++x) acc[r][x] = kAccumulate ? hn::Load(df, c + r * ldc + x * L) : hn::Zero(df);
+    }
+    for (size_t d = 0; d < depth; ++d) {
+      VF bv[NV];
+      for (size_t x = 0; x < NV; ++x) bv[x] = hn::Load(df, bt + d * ldb + x * L);
+      for (size_t r = 0; r < MR; ++r) {
+        const std::ptrdiff_t at = kColumnsOfA ? std::ptrdiff_t(d) * lda + std::ptrdiff_t(r)
+                                              : std::ptrdiff_t(r) * lda + std::ptrdiff_t(d);
+        const VF ab = hn::Set(df, a[at]);
+        for (size_t x = 0; x < NV; ++x) acc[r][x] = hn::MulAdd(ab, bv[x], acc[r][x]);
+      }
+    }
+    for (size_t r = 0; r < MR; ++r)
+      for (size_t x = 0; x < NV; ++x) hn::Store(acc[r][x], df, c + r * ldc + x * L);
+  }
+
+  // The kernel above over all `cols` columns of bt and c (a multiple of the lanes), whose rows
+  // are kBlockQ floats apart.
+  template <size_t MR, size_t NV, bool kColumnsOfA, bool kAccumulate>
+  static HWY_INLINE void BroadcastColumns(const float* a, std::ptrdiff_t lda, const float* bt, size_t cols, float* c,
+                                          size_t depth, const float* cscale = nullptr) {
+    const size_t L = hn::Lanes(DF());
+    size_t x = 0;
+    for (; x + NV * L <= cols; x += NV * L)
+      BroadcastMicro<MR, NV, kColumnsOfA, kAccumulate>(a, lda, bt + x, kBlockQ, c + x, kBlockQ, depth,
+                                                       cscale ? cscale + x : nullptr);
+    for (; x < cols; x += L)
+      BroadcastMicro<MR, 1, kColumnsOfA, kAccumulate>(a, lda, bt + x, kBlockQ, c + x, kBlockQ, depth,
+                                                      cscale ? cscale + x : nullptr);
+  }
+
+  // S^T [keys, cols] = K [keys, D] * Q^T [D, cols]; cols = rows rounded up to whole vectors.
+  static HWY_INLINE void ScoreTile(const float* k, std::ptrdiff_t ldk, size_t keys, const float* qt, size_t cols,
+                            float* st, size_t depth) {
+    size_t j = 0;
+    for (; j + kMR <= keys; j += kMR)
+      BroadcastColumns<kMR, kNV, false, false>(k + std::ptrdiff_t(j) * ldk, ldk, qt, cols, st + j * kBlockQ, depth);
+    for (; j < keys; ++j)
+      BroadcastColumns<1, kNV, false, false>(k + std::ptrdiff_t(j) * ldk, ldk, qt, cols, st + j * kBlockQ, depth);
+  }
+
+  // Few query rows (decode): s[r][j] = q[r] . k[j], one key row at a time, vectorised over D.
+  // Each key is read once for all R rows; for 1..8 rows this beats the broadcast kernel, whose
+  // vectors over rows would be mostly empty. Needs K's D-stride to be 1. The scores stay in row
+  // layout S [rows, kBlockK] (softmax along each row), not S^T.
+  //   q [R, depth] (row stride ldq), k [keys, depth] (row stride ldk), s [R, kBlockK].
+  template <size_t R>
+  static HWY_INLINE void ScoreRowsDirect(const float* HWY_RESTRICT q, size_t ldq, const float* HWY_RESTRICT k,
+                                  std::ptrdiff_t ldk, size_t keys, float* HWY_RESTRICT s, size_t depth) {
+    const DF df;
+    const size_t L = hn::Lanes(df);
+    const size_t whole = depth / L * L;
+    for (size_t j = 0; j < keys; ++j) {
+      const float* kr = k + std::ptrdiff_t(j) * ldk;
+      VF acc[R];
+      for (size_t r = 0; r < R; ++r) acc[r] = hn::Zero(df);
+      for (size_t d = 0; d < whole; d += L) {
+        const VF kv = hn::LoadU(df, kr + d);
+        for (size_t r = 0; r < R; ++r) acc[r] = hn::MulAdd(hn::LoadU(df, q + r * ldq + d), kv, acc[r]);
+      }
+#ifdef JOMOIM_SUM4
+      if constexpr (R == 2 || R == 4) {
+        VF third = hn::Zero(df), fourth = hn::Zero(df);  // two rows: the upper two sums are 0
+        if constexpr (R == 4) {
+          third = acc[2];
+          fourth = acc[3];
+        }
+        alignas(16) float dots[4];
+        hn::Store(Sum4(acc[0], acc[1], third, fourth), hn::Full128<float>(), dots);
+        for (size_t r = 0; r < R; ++r) {
+          float dot = dots[r];
+          for (size_t d = whole; d < depth; ++d) dot += q[r * ldq + d] * kr[d];
+          s[r * kBlockK + j] = dot;
+        }
+        continue;
+      }
+#endif
+      for (size_t r = 0; r < R; ++r) {
+        float dot = hn::GetLane(hn::SumOfLanes(df, acc[r]));
+        for (size_t d = whole; d < depth; ++d) dot += q[r * ldq + d] * kr[d];
+        s[r * kBlockK + j] = dot;
+      }
+    }
+  }
+
+  // Blocks of at most this many rows take the direct path.
+  static constexpr std::int64_t kDirectRows = 8;
+
+  static HWY_INLINE void ScoreTileDirect(const float* qp, size_t rows, size_t depth, const float* k, std::ptrdiff_t ldk,
+                                  size_t keys, float* s) {
+    size_t r = 0;
+    for (; r + 4 <= rows; r += 4) ScoreRowsDirect<4>(qp + r * depth, depth, k, ldk, keys, s + r * kBlockK, depth);
+    for (; r + 2 <= rows; r += 2) ScoreRowsDirect<2>(qp + r * depth, depth, k, ldk, keys, s + r * kBlockK, depth);
+    for (; r < rows; ++r) ScoreRowsDirect<1>(qp + r * depth, depth, k, ldk, keys, s + r * kBlockK, depth);
+  }
+
+  // o[r][x] += sum_j p[r][j] * v[j][x] for r < MR, j < keys, x < NV vectors.
+  //   p: element (r, j) at p[r * pr + j * pj] (P^T or P, read by broadcasts), v [keys, *] (row
+  //   stride ldv, unaligned, may be negative), o [MR, *] (row stride ldo, aligned).
+  struct PLayout {
+    size_t pr, pj;  // strides of P's rows and keys in the score buffer
+  };
+  template <size_t MR, size_t NV>
+  static HWY_INLINE void ValueMicro(const float* HWY_RESTRICT pt, PLayout pl, const float* HWY_RESTRICT v, std::ptrdiff_t ldv,
+                             size_t keys, float* HWY_RESTRICT o, size_t ldo) {
+    const DF df;
+    const size_t L = hn::Lanes(df);
+    VF acc[MR][NV];
+    for (size_t r = 0; r < MR; ++r)
+      for (size_t x = 0; x < NV; ++x) acc[r][x] = hn::Load(df, o + r * ldo + x * L);
+    for (size_t j = 0; j < keys; ++j) {
+      VF vv[NV];
+      for (size_t x = 0; x < NV; ++x) vv[x] = hn::LoadU(df, v + std::ptrdiff_t(j) * ldv + std::ptrdiff_t(x * L));
+      for (size_t r = 0; r < MR; ++r) {
+        const VF pb = hn::Set(df, pt[j * pl.pj + r * pl.pr]);
+        for (size_t x = 0; x < NV; ++x) acc[r][x] = hn::MulAdd(pb, vv[x], acc[r][x]);
+      }
+    }
+    for (size_t r = 0; r < MR; ++r)
+      for (size_t x = 0; x < NV; ++x) hn::Store(acc[r][x], df, o + r * ldo + x * L);
+  }
+
+  template <size_t MR>
+  static HWY_INLINE void ValueColumns(const float* pt, PLayout pl, const float* v, std::ptrdiff_t ldv, size_t keys, float* o,
+                               size_t dvp) {
+    const size_t L = hn::Lanes(DF());
+    size_t x = 0;
+    // One row (decode) has registers for twice the columns: each V row is then read in one
+    // pass instead of kNV-vector slices (at Dv = 128 on AVX-512, one pass instead of two).
+    if constexpr (MR == 1)
+      for (; x + 2 * kNV * L <= dvp; x += 2 * kNV * L) ValueMicro<1, 2 * kNV>(pt, pl, v + x, ldv, keys, o + x, dvp);
+    for (; x + kNV * L <= dvp; x += kNV * L) ValueMicro<MR, kNV>(pt, pl, v + x, ldv, keys, o + x, dvp);
+    for (; x < dvp; x += L) ValueMicro<MR, 1>(pt, pl, v + x, ldv, keys, o + x, dvp);
+  }
+
+  // AccT [dv, cols] = AccT * alpha (per column) + V^T [dv, keys] * P^T [keys, cols], the score
+  // kernel's shape: P^T by aligned vector loads, V by broadcasts. The rescale by alpha rides on
+  // the single load of each AccT element per tile (a separate sweep over the 128 KiB AccT, in
+  // L2, took about 3 % of the time at D = 128). Blocked kValueMR x kValueNV, then 4 and 1 rows
+  // of AccT for the rest of dv.
+  static HWY_INLINE void ValueTileT(const float* pt, size_t cols, const float* v, std::ptrdiff_t ldv, size_t keys,
+                                    float* acct, size_t dv, const float* alpha) {
+    size_t e = 0;
+    for (; e + kValueMR <= dv; e += kValueMR)
+      BroadcastColumns<kValueMR, kValueNV, true, true>(v + e, ldv, pt, cols, acct + e * kBlockQ, keys, alpha);
+    for (; e + kMR <= dv; e += kMR)
+      BroadcastColumns<kMR, kValueNV, true, true>(v + e, ldv, pt, cols, acct + e * kBlockQ, keys, alpha);
+    for (; e < dv; ++e) BroadcastColumns<1, kValueNV, true, true>(v + e, ldv, pt, cols, acct + e * kBlockQ, keys, alpha);
+  }
+
+  // Wide blocks (256 rows) accumulate O^T, rows along the lanes: P^T is then read by aligned
+  // vector loads and V by broadcasts, each V element once per 64 rows, the score kernel's
+  // shape. Measured +3-5 % at (1,8,4096,128) and (1,8,2048,128) with 256 x 32 tiles (and so
+  // 64 keys per tile became worthwhile); 2-10 % slower for 64-row blocks at D = 64, where the
+  // row layout stays (bench/NOTES.md section 9).
+  static constexpr bool kValuesTransposed = kBlockQ >= 256;
+
+  // Acc [rows, dvp] += P [rows, keys] * V [keys, dvp], P laid out as pl says.
+  static HWY_INLINE void ValueTile(const float* pt, PLayout pl, size_t rows, const float* v, std::ptrdiff_t ldv, size_t keys,
+                            float* acc, size_t dvp) {
+    size_t r = 0;
+    for (; r + kMR <= rows; r += kMR) ValueColumns<kMR>(pt + r * pl.pr, pl, v, ldv, keys, acc + r * dvp, dvp);
+    for (; r < rows; ++r) ValueColumns<1>(pt + r * pl.pr, pl, v, ldv, keys, acc + r * dvp, dvp);
+  }
+
+  static HWY_INLINE float MaxOf(const float* x, size_t n) {
+    const DF df;
+    const size_t L = hn::Lanes(df);
+    VF m = hn::Set(df, kNegInf);
+    for (size_t c = 0; c < n; c += L) m = hn::Max(m, hn::Load(df, x + c));
+    return hn::GetLane(hn::MaxOfLanes(df, m));
+  }
+
+  // x[c] = 2^(x[c] - shift) (2^-inf = 0; shift >= every x[c]); returns the sum. n is a multiple
+  // of the lanes.
+  static HWY_INLINE float ExpShiftedSum(float* x, size_t n, float shift) {
+    const DF df;
+    const size_t L = hn::Lanes(df);
+    const VF vs = hn::Set(df, shift);
+    VF sum = hn::Zero(df);
+    for (size_t c = 0; c < n; c += L) {
+      const VF e = Exp2NonPositive(df, hn::Sub(hn::Load(df, x + c), vs));
+      hn::Store(e, df, x + c);
+      sum = hn::Add(sum, e);
+    }
+    return hn::GetLane(hn::SumOfLanes(df, sum));
+  }
+
+  static HWY_INLINE void ScaleRow(float* x, size_t n, float factor) {
+    const DF df;
+    const size_t L = hn::Lanes(df);
+    const VF f = hn::Set(df, factor);
+    for (size_t c = 0; c < n; c += L) hn::Store(hn::Mul(hn::Load(df, x + c), f), df, x + c);
+  }
+
+  // The rows of one work item: batch b, kv head g, and up to kBlockQ (query head, position) rows.
+  struct Rows {
+    std::int64_t b = 0, g = 0, n = 0;
+    std::int64_t head[kBlockQ];
+    std::int64_t pos[kBlockQ];
+    std::int64_t visible[kBlockQ];  // keys [0, visible) are unmasked for the row
+    std::int64_t max_visible = 0, min_visible = 0;
+  };
+
+  // Work item index -> rows. Under causality the blocks with the most visible keys (the last
+  // query positions) come first, across all heads, so dynamic scheduling ends with the cheap
+  // blocks. Otherwise every block costs the same, and the blocks of one (batch, kv head) are
+  // consecutive items: the threads then read the same K and V, which stay in L3, instead of
+  // each streaming another head's from memory.
+  static inline void RowsOfItem(const Problem& p, const Plan& plan, std::int64_t item, Rows& rows) {
+    const AttentionShape& s = p.s;
+    const std::int64_t bg = p.causal ? item % (s.B * s.Hkv) : item / plan.blocks_per_group;
+    const std::int64_t rank = p.causal ? item / (s.B * s.Hkv) : item % plan.blocks_per_group;
+    rows.b = bg / s.Hkv;
+    rows.g = bg % s.Hkv;
+    rows.n = 0;
+    auto add_rows = [&](std::int64_t hh, std::int64_t i0, std::int64_t i1) {
+      for (std::int64_t i = i0; i < i1; ++i) {
+        rows.head[rows.n] = rows.g * plan.group + hh;
+        rows.pos[rows.n] = i;
+        rows.visible[rows.n] = p.visible_keys(rows.b, i);
+        ++rows.n;
+      }
+    };
+    if (plan.heads_per_block == 1) {
+      const std::int64_t qb_rank = rank / plan.group;
+      const std::int64_t qb = p.causal ? plan.blocks_per_head - 1 - qb_rank : qb_rank;
+      const std::int64_t i0 = qb * kBlockQ;
+      add_rows(rank % plan.group, i0, std::min(s.Nq, i0 + kBlockQ));
+    } else {
+      const std::int64_t hh0 = rank * plan.heads_per_block;
+      for (std::int64_t hh = hh0; hh < std::min(plan.group, hh0 + plan.heads_per_block); ++hh) add_rows(hh, 0, s.Nq);
+    }
+    rows.max_visible = 0;
+    rows.min_visible = rows.n > 0 ? rows.visible[0] : 0;
+    for (std::int64_t r = 0; r < rows.n; ++r) {
+      rows.max_visible = std::max(rows.max_visible, rows.visible[r]);
+      rows.min_visible = std::min(rows.min_visible, rows.visible[r]);
+    }
+  }
+
+  static inline size_t RoundUp(size_t n, size_t m) { return (n + m - 1) / m * m; }
+
+  // Scratch of one thread, in floats; every region starts 64-byte aligned.
+  struct Buffers {
+    float* qt;     // Q^T [D, kBlockQ], scaled queries, zero past the block's rows
+    float* qp;     // Q [kBlockQ, D], scaled queries (direct path)
+    float* kp;     // K [kBlockK, D], packed only when K's D-stride is not 1
+    float* vp;     // V [kBlockK, dvp], packed only when V rows are not whole contiguous vectors
+    float* st;     // S^T then P^T [kBlockK, kBlockQ]; S then P [kBlockQ, kBlockK] when direct
+    float* acc;    // unnormalised output [kBlockQ, dvp]
+    float* acct;   // the same transposed, O^T [Dv, kBlockQ], for wide blocks (not direct)
+    float* m;      // running row maximum [kBlockQ]
+    float* l;      // running row sum of 2^(score - m) [kBlockQ] (scores in base 2)
+    float* alpha;  // per-tile rescale factors [kBlockQ]
+    size_t dvp;    // Dv rounded up to whole vectors
+    size_t cols;   // the block's rows rounded up to whole vectors
+    bool direct;   // few rows: score against K rows in place, vectorised over D
+    // Strides of row r and key j in st.
+    PLayout layout() const { return direct ? PLayout{size_t(kBlockK), 1} : PLayout{1, size_t(kBlockQ)}; }
+    // Whether the output accumulates as O^T in acct (wide blocks, not direct) rather than in acc.
+    bool values_transposed() const { return !direct && kValuesTransposed; }
+  };
+
+  static inline Buffers ThreadBuffers(const Problem& p, std::int64_t rows) {
+    const AttentionShape& s = p.s;
+    const size_t L = hn::Lanes(DF());
+    const size_t a = 16;  // 64 bytes
+    Buffers b;
+    b.dvp = RoundUp(size_t(s.Dv), L);
+    b.cols = RoundUp(size_t(rows), L);
+    b.direct = rows <= kDirectRows && p.k.strides[3] == 1;
+    const size_t nq = RoundUp(size_t(s.D) * kBlockQ, a), nk = RoundUp(kBlockK * size_t(s.D), a),
+                 nv = RoundUp(kBlockK * b.dvp, a), ns = kBlockK * kBlockQ, nacc = RoundUp(kBlockQ * b.dvp, a),
+                 nm = kBlockQ;
+    const size_t nacct = kValuesTransposed ? RoundUp(size_t(s.Dv) * kBlockQ, a) : 0;
+    float* base = Scratch::for_this_thread().reserve(2 * nq + nk + nv + ns + nacc + nacct + 3 * nm);
+    b.qt = base;
+    b.qp = b.qt + nq;
+    b.kp = b.qp + nq;
+    b.vp = b.kp + nk;
+    b.st = b.vp + nv;
+    b.acc = b.st + ns;
+    b.acct = b.acc + nacc;
+    b.m = b.acct + nacct;
+    b.l = b.m + nm;
+    b.alpha = b.l + nm;
+    return b;
+  }
+
+  // Packs the block's query rows, pre-multiplied by the scale, as Q^T (or as Q rows for the
+  // direct path): qt[d][r] = scale * q[b, h_r, i_r, d].
+  static inline void PackQueries(const Problem& p, const Rows& rows, const Buffers& buf) {
+    const std::int64_t D = p.s.D;
+    const std::int64_t sd = p.q.strides[3];
+    const float scale2 = p.s.scale * kLog2e;  // scores in base-2 units
+    auto row = [&](std::int64_t r) {
+      return p.q.data + rows.b * p.q.strides[0] + rows.head[r] * p.q.strides[1] + rows.pos[r] * p.q.strides[2];
+    };
+    if (buf.direct) {
+      for (std::int64_t r = 0; r < rows.n; ++r) {
+        const float* qr = row(r);
+        for (std::int64_t d = 0; d < D; ++d) buf.qp[r * D + d] = scale2 * qr[d * sd];
+      }
+      return;
+    }
+    std::int64_t r0 = 0;
+    if (sd == 1) {
+      // Contiguous rows: lanes x lanes squares, each query row read as whole vectors (so a
+      // group of rows streams from memory in order) and transposed in registers. The scalar
+      // scatter this replaces, with the scalar O^T transpose and output pass, took 2-4 % of the
+      // time at (1,32,4096,128) on two threads (bench/NOTES.md section 11).
+      const DF df;
+      const VF scale_v = hn::Set(df, scale2);
+      constexpr std::int64_t L = std::int64_t(kLanes);
+      for (; r0 + L <= rows.n; r0 += L) {
+        const float* src[kLanes];
+        for (std::int64_t i = 0; i < L; ++i) src[i] = row(r0 + i);
+        std::int64_t d0 = 0;
+        for (; d0 + L <= D; d0 += L) {
+          VF v[kLanes];
+          for (std::int64_t i = 0; i < L; ++i) v[i] = hn::LoadU(df, src[i] + d0);
+          TransposeSquare(v);
+          for (std::int64_t i = 0; i < L; ++i) hn::Store(hn::Mul(v[i], scale_v), df, buf.qt + (d0 + i) * kBlockQ + r0);
+        }
+        for (; d0 < D; ++d0)
+          for (std::int64_t i = 0; i < L; ++i) buf.qt[d0 * kBlockQ + r0 + i] = scale2 * src[i][d0];
+      }
+    }
+    // The remaining rows (all of them for strided queries), 16 of Q^T's rows at a time for wide
+    // blocks: those stay in L1 while every query row is scattered into them (they are 1 KiB
+    // apart, so a whole column of them would share a quarter of L1's sets).
+    const std::int64_t strip = kBlockQ >= 256 ? 16 : D;
+    for (std::int64_t d0 = 0; d0 < D; d0 += strip) {
+      const std::int64_t d1 = std::min(D, d0 + strip);
+      for (std::int64_t r = r0; r < rows.n; ++r) {
+        const float* qr = row(r);
+        for (std::int64_t d = d0; d < d1; ++d) buf.qt[d * kBlockQ + r] = scale2 * qr[d * sd];
+      }
+    }
+    for (std::int64_t d = 0; d < D; ++d) std::fill(buf.qt + d * kBlockQ + rows.n, buf.qt + d * kBlockQ + buf.cols, 0.0f);
+  }
+
+  // Scores of the keys [t0, t0 + tl) for every row, as S^T, in base-2 units:
+  // st[j][r] = log2(e) (scale q_r . k_j + bias),
+  // and -inf where the key is masked for the row. Queries must already be packed.
+  static inline void TileScores(const Problem& p, const Rows& rows, std::int64_t t0, std::int64_t tl, const Buffers& buf) {
+    const AttentionShape& s = p.s;
+    const std::int64_t D = s.D;
+    const float* kbase = p.k.data + rows.b * p.k.strides[0] + rows.g * p.k.strides[1] + t0 * p.k.strides[2];
+    const std::int64_t ksn = p.k.strides[2], ksd = p.k.strides[3];
+    if (buf.direct) {
+      ScoreTileDirect(buf.qp, size_t(rows.n), size_t(D), kbase, ksn, size_t(tl), buf.st);
+    } else if (ksd == 1) {
+      ScoreTile(kbase, ksn, size_t(tl), buf.qt, buf.cols, buf.st, size_t(D));
+    } else {
+      for (std::int64_t j = 0; j < tl; ++j)
+        for (std::int64_t d = 0; d < D; ++d) buf.kp[j * D + d] = kbase[j * ksn + d * ksd];
+      ScoreTile(buf.kp, D, size_t(tl), buf.qt, buf.cols, buf.st, size_t(D));
+    }
+    // Bias and masks; in row layout also the padding past tl, so rows are whole vectors. Nothing
+    // to do in S^T layout for a tile that every row sees whole, without a bias (otherwise a walk
+    // over the block's rows for every tile: 16 K row visits per wide block at N = 4096).
+    if (!buf.direct && !p.has_bias && t0 + tl <= rows.min_visible) return;
+    const PLayout pl = buf.layout();
+    const std::int64_t stop = buf.direct ? kBlockK : tl;
+    for (std::int64_t r = 0; r < rows.n; ++r) {
+      float* sr = buf.st + r * pl.pr;
+      const std::int64_t end = std::clamp<std::int64_t>(rows.visible[r] - t0, 0, tl);
+      if (p.has_bias) {
+        const float* brow = p.bias.data + rows.b * p.bias.strides[0] + rows.head[r] * p.bias.strides[1] +
+                            rows.pos[r] * p.bias.strides[2] + t0 * p.bias.strides[3];
+        const std::int64_t bs = p.bias.strides[3];
+        for (std::int64_t j = 0; j < end; ++j) sr[j * pl.pj] += kLog2e * brow[j * bs];
+      }
+      for (std::int64_t j = end; j < stop; ++j) sr[j * pl.pj] = kNegInf;
+    }
+  }
+
+  // Online softmax step over one tile of S^T [tl, cols], vectorised across rows:
+  //   m' = max(m, max_j s_j),  p_j = 2^(s_j - m'),  l' = l 2^(m - m') + sum_j p_j,
+  // leaving P^T in st and the factors 2^(m - m') in alpha. Rows that have seen no unmasked key
+  // keep m = -inf and get p = 0, alpha = 1 (no -inf - -inf).
+  static inline void SoftmaxStep(const Buffers& buf, std::int64_t tl) {
+    const DF df;
+    const size_t L = hn::Lanes(df);
+    const VF neg_inf = hn::Set(df, kNegInf);
+    for (size_t x = 0; x < buf.cols; x += L) {
+      const VF m_old = hn::Load(df, buf.m + x);
+      // Two independent chains each for the maximum and the sum (half the latency-bound length).
+      VF m_a = m_old, m_b = m_old;
+      std::int64_t j = 0;
+      for (; j + 2 <= tl; j += 2) {
+        m_a = hn::Max(m_a, hn::Load(df, buf.st + j * kBlockQ + x));
+        m_b = hn::Max(m_b, hn::Load(df, buf.st + (j + 1) * kBlockQ + x));
+      }
+      if (j < tl) m_a = hn::Max(m_a, hn::Load(df, buf.st + j * kBlockQ + x));
+      const VF m_new = hn::Max(m_a, m_b);
+      const auto seen = hn::Ne(m_new, neg_inf);
+      const VF shift = hn::IfThenElseZero(seen, m_new);
+      VF sum_a = hn::Zero(df), sum_b = hn::Zero(df);
+      for (j = 0; j + 2 <= tl; j += 2) {
+        float* s0 = buf.st + j * kBlockQ + x;
+        float* s1 = s0 + kBlockQ;
+        const VF e0 = Exp2NonPositive(df, hn::Sub(hn::Load(df, s0), shift));
+        const VF e1 = Exp2NonPositive(df, hn::Sub(hn::Load(df, s1), shift));
+        hn::Store(e0, df, s0);
+        hn::Store(e1, df, s1);
+        sum_a = hn::Add(sum_a, e0);
+        sum_b = hn::Add(sum_b, e1);
+      }
+      if (j < tl) {
+        float* s0 = buf.st + j * kBlockQ + x;
+        const VF e0 = Exp2NonPositive(df, hn::Sub(hn::Load(df, s0), shift));
+        hn::Store(e0, df, s0);
+        sum_a = hn::Add(sum_a, e0);
+      }
+      const VF sum = hn::Add(sum_a, sum_b);
+      const VF alpha = hn::IfThenElse(seen, Exp2NonPositive(df, hn::Sub(m_old, shift)), hn::Set(df, 1.0f));
+      hn::Store(hn::MulAdd(hn::Load(df, buf.l + x), alpha, sum), df, buf.l + x);
+      hn::Store(m_new, df, buf.m + x);
+      hn::Store(alpha, df, buf.alpha + x);
+    }
+  }
+
+  // The same step in row layout (direct path), one row at a time over the whole padded tile.
+  static inline void SoftmaxStepRows(const Buffers& buf, std::int64_t n) {
+    for (std::int64_t r = 0; r < n; ++r) {
+      float* sr = buf.st + r * kBlockK;
+      const float m_new = std::max(buf.m[r], MaxOf(sr, kBlockK));
+      if (m_new == kNegInf) {  // nothing visible yet: p = 0, alpha = 1
+        std::fill(sr, sr + kBlockK, 0.0f);
+        buf.alpha[r] = 1.0f;
+        continue;
+      }
+      const float sum = ExpShiftedSum(sr, kBlockK, m_new);
+      buf.alpha[r] = std::exp2(buf.m[r] - m_new);  // 2^-inf = 0 on the first visible tile
+      buf.l[r] = buf.l[r] * buf.alpha[r] + sum;
+      buf.m[r] = m_new;
+    }
+  }
+
+  // Online softmax over the keys [k0, k1) for every row of the block: leaves the running
+  // maximum m, the sum l of 2^(score - m) and the unnormalised output acc in buf.
+  static inline void AttendKeys(const Problem& p, const Rows& rows, std::int64_t k0, std::int64_t k1, const Buffers& buf) {
+    const AttentionShape& s = p.s;
+    std::fill(buf.m, buf.m + kBlockQ, kNegInf);
+    std::fill(buf.l, buf.l + kBlockQ, 0.0f);
+    // O [rows, dvp] accumulates in acc, or, for wide blocks, O^T [Dv, cols] in acct with the rows
+    // along the lanes like S^T (left there: RunUnit writes it out).
+    const bool value_t = buf.values_transposed();
+    if (!value_t) {
+      std::fill(buf.acc, buf.acc + rows.n * buf.dvp, 0.0f);
+    } else {
+      std::fill(buf.acct, buf.acct + s.Dv * kBlockQ, 0.0f);
+    }
+    // V rows are read in place when they are contiguous (whole vectors for the direct path);
+    // otherwise packed.
+    const bool direct_v = p.v.strides[3] == 1 && (value_t || size_t(s.Dv) == buf.dvp);
+    for (std::int64_t t0 = k0; t0 < k1; t0 += kBlockK) {
+      const std::int64_t tl = std::min<std::int64_t>(kBlockK, k1 - t0);
+      TileScores(p, rows, t0, tl, buf);
+      if (buf.direct) {
+        SoftmaxStepRows(buf, rows.n);
+      } else {
+        SoftmaxStep(buf, tl);
+      }
+      if (!value_t) {
+        for (std::int64_t r = 0; r < rows.n; ++r)
+          if (buf.alpha[r] != 1.0f) ScaleRow(buf.acc + r * buf.dvp, buf.dvp, buf.alpha[r]);
+      }  // (O^T is rescaled inside ValueTileT)
+      const float* vbase = p.v.data + rows.b * p.v.strides[0] + rows.g * p.v.strides[1] + t0 * p.v.strides[2];
+      const float* vrows = vbase;
+      std::ptrdiff_t ldv = p.v.strides[2];
+      if (!direct_v) {
+        for (std::int64_t j = 0; j < tl; ++j) {
+          float* dst = buf.vp + j * buf.dvp;
+          const float* src = vbase + j * p.v.strides[2];
+          for (std::int64_t e = 0; e < s.Dv; ++e) dst[e] = src[e * p.v.strides[3]];
+          std::fill(dst + s.Dv, dst + buf.dvp, 0.0f);
+        }
+        vrows = buf.vp;
+        ldv = std::ptrdiff_t(buf.dvp);
+      }
+      if (!value_t) {
+        ValueTile(buf.st, buf.layout(), size_t(rows.n), vrows, ldv, size_t(tl), buf.acc, buf.dvp);
+      } else {
+        ValueTileT(buf.st, buf.cols, vrows, ldv, size_t(tl), buf.acct, size_t(s.Dv), buf.alpha);
+      }
+    }
+  }
+
+  // O^T (wide blocks) into acc [rows, dvp], for the general writer and for partial results.
+  // 16 output columns at a time: the 16 rows of O^T being read (1 KiB apart, so they share a
+  // quarter of L1's sets) stay in L1 while all block rows are written.
+  static inline void TransposeOutput(const Problem& p, const Rows& rows, const Buffers& buf) {
+    const std::int64_t Dv = p.s.Dv;
+    constexpr std::int64_t kStrip = 16;
+    for (std::int64_t e0 = 0; e0 < Dv; e0 += kStrip) {
+      const std::int64_t e1 = std::min(Dv, e0 + kStrip);
+      for (std::int64_t r = 0; r < rows.n; ++r) {
+        float* a = buf.acc + r * buf.dvp;
+        for (std::int64_t e = e0; e < e1; ++e) a[e] = buf.acct[e * kBlockQ + r];
+      }
+    }
+    for (std::int64_t r = 0; r < rows.n; ++r) std::fill(buf.acc + r * buf.dvp + Dv, buf.acc + (r + 1) * buf.dvp, 0.0f);
+  }
+
+  // 1 / l, and 0 for a row that saw no key (its output is zeros).
+  static inline float InverseSum(float l) { return l > 0 ? 1.0f / l : 0.0f; }
+
+  // lse = m + log(l) (m is in base 2), -inf for a row that saw no key.
+  static inline void WriteLse(const Problem& p, const Rows& rows, std::int64_t r, float m, float l) {
+    if (p.has_lse) p.lse(rows.b, rows.head[r], rows.pos[r]) = l > 0 ? m * kLn2 + std::log(l) : kNegInf;
+  }
+
+  static inline float* OutRow(const Problem& p, const Rows& rows, std::int64_t r) {
+    return p.out.data + rows.b * p.out.strides[0] + rows.head[r] * p.out.strides[1] + rows.pos[r] * p.out.strides[2];
+  }
+
+  // out = acc / l and the lse; zeros and -inf for rows that saw no key.
+  static inline void WriteRow(const Problem& p, const Rows& rows, std::int64_t r, float m, float l, const float* acc) {
+    const float inv = InverseSum(l);
+    float* o = OutRow(p, rows, r);
+    for (std::int64_t e = 0; e < p.s.Dv; ++e) o[e * p.out.strides[3]] = acc[e] * inv;
+    WriteLse(p, rows, r, m, l);
+  }
+
+  // The same for wide blocks whose output rows are contiguous, straight from O^T: lanes x lanes
+  // squares transposed in registers and stored as whole vectors (the same products as WriteRow,
+  // without the pass through acc).
+  static inline void WriteRowsTransposed(const Problem& p, const Rows& rows, const Buffers& buf) {
+    const DF df;
+    constexpr std::int64_t L = std::int64_t(kLanes);
+    const std::int64_t Dv = p.s.Dv;
+    std::int64_t r0 = 0;
+    for (; r0 + L <= rows.n; r0 += L) {
+      float* dst[kLanes];
+      float inv[kLanes];
+      for (std::int64_t i = 0; i < L; ++i) {
+        dst[i] = OutRow(p, rows, r0 + i);
+        inv[i] = InverseSum(buf.l[r0 + i]);
+      }
+      std::int64_t e0 = 0;
+      for (; e0 + L <= Dv; e0 += L) {
+        VF v[kLanes];
+        for (std::int64_t i = 0; i < L; ++i) v[i] = hn::Load(df, buf.acct + (e0 + i) * kBlockQ + r0);
+        TransposeSquare(v);
+        for (std::int64_t i = 0; i < L; ++i) hn::StoreU(hn::Mul(v[i], hn::Set(df, inv[i])), df, dst[i] + e0);
+      }
+      for (; e0 < Dv; ++e0)
+        for (std::int64_t i = 0; i < L; ++i) dst[i][e0] = buf.acct[e0 * kBlockQ + r0 + i] * inv[i];
+    }
+    for (; r0 < rows.n; ++r0) {
+      float* o = OutRow(p, rows, r0);
+      const float inv = InverseSum(buf.l[r0]);
+      for (std::int64_t e = 0; e < Dv; ++e) o[e] = buf.acct[e * kBlockQ + r0] * inv;
+    }
+    for (std::int64_t r = 0; r < rows.n; ++r) WriteLse(p, rows, r, buf.m[r], buf.l[r]);
+  }
+
+  // Second pass for the probabilities output: probs[row][j] = 2^(score - m) / l, zero where
+  // masked or where the row saw no key. Needs each row's final m and l in buf.
+  static inline void WriteProbs(const Problem& p, const Rows& rows, const Buffers& buf) {
+    const DF df;
+    const size_t L = hn::Lanes(df);
+    const std::int64_t Nk = p.s.Nk;
+    for (std::int64_t r = 0; r < rows.n; ++r) buf.alpha[r] = InverseSum(buf.l[r]);
+    for (std::int64_t t0 = 0; t0 < Nk; t0 += kBlockK) {
+      const std::int64_t tl = std::min<std::int64_t>(kBlockK, Nk - t0);
+      const bool any_visible = t0 < rows.max_visible;
+      if (any_visible && buf.direct) {
+        TileScores(p, rows, t0, tl, buf);
+        for (std::int64_t r = 0; r < rows.n; ++r) {
+          float* sr = buf.st + r * kBlockK;
+          if (buf.l[r] == 0) continue;
+          ExpShiftedSum(sr, kBlockK, buf.m[r]);
+          ScaleRow(sr, kBlockK, buf.alpha[r]);
+        }
+      } else if (any_visible) {
+        TileScores(p, rows, t0, tl, buf);
+        for (size_t x = 0; x < buf.cols; x += L) {
+          const VF m = hn::Load(df, buf.m + x), inv = hn::Load(df, buf.alpha + x);
+          const auto seen = hn::Ne(m, hn::Set(df, kNegInf));
+          const VF shift = hn::IfThenElseZero(seen, m);
+          for (std::int64_t j = 0; j < tl; ++j) {
+            float* sj = buf.st + j * kBlockQ + x;
+            hn::Store(hn::Mul(Exp2NonPositive(df, hn::Sub(hn::Load(df, sj), shift)), inv), df, sj);
+          }
+        }
+      }
+      for (std::int64_t r = 0; r < rows.n; ++r) {
+        float* prow = p.probs.data + rows.b * p.probs.strides[0] + rows.head[r] * p.probs.strides[1] +
+                      rows.pos[r] * p.probs.strides[2] + t0 * p.probs.strides[3];
+        const std::int64_t ps = p.probs.strides[3];
+        const PLayout pl = buf.layout();
+        const bool zero = !any_visible || buf.l[r] == 0;
+        for (std::int64_t j = 0; j < tl; ++j) prow[j * ps] = zero ? 0.0f : buf.st[r * pl.pr + j * pl.pj];
+      }
+    }
+  }
+
+  // Partial results of the decode path: for unit u and row r, the running max, sum and
+  // unnormalised output over that unit's key range.
+  struct Partials {
+    std::vector<float> m, l, acc;  // [units, kBlockQ], [units, kBlockQ], [units, kBlockQ, dvp]
+    size_t dvp = 0;
+  };
+
+  static void RunUnit(const Problem& p, const Plan& plan, std::int64_t u, Partials* parts) {
+    const std::int64_t item = u / plan.splits, split = u % plan.splits;
+    Rows rows;
+    RowsOfItem(p, plan, item, rows);
+    const Buffers buf = ThreadBuffers(p, rows.n);
+    const std::int64_t chunk = RoundUp(size_t(ceil_div(rows.max_visible, plan.splits)), kBlockK);
+    const std::int64_t k0 = std::min(rows.max_visible, split * chunk);
+    const std::int64_t k1 = std::min(rows.max_visible, k0 + chunk);
+    PackQueries(p, rows, buf);
+    AttendKeys(p, rows, k0, k1, buf);
+    if (buf.values_transposed() && plan.splits == 1 && p.out.strides[3] == 1) {
+      WriteRowsTransposed(p, rows, buf);
+      if (p.has_probs) WriteProbs(p, rows, buf);
+      return;
+    }
+    if (buf.values_transposed()) TransposeOutput(p, rows, buf);
+    if (plan.splits == 1) {
+      for (std::int64_t r = 0; r < rows.n; ++r) WriteRow(p, rows, r, buf.m[r], buf.l[r], buf.acc + r * buf.dvp);
+      if (p.has_probs) WriteProbs(p, rows, buf);
+      return;
+    }
+    const size_t base = size_t(u) * kBlockQ;
+    std::copy(buf.m, buf.m + rows.n, parts->m.begin() + base);
+    std::copy(buf.l, buf.l + rows.n, parts->l.begin() + base);
+    std::copy(buf.acc, buf.acc + rows.n * buf.dvp, parts->acc.begin() + base * buf.dvp);
+  }
+
+  // Merges the splits of one item by log-sum-exp, in split order (deterministic):
+  //   M = max_s m_s,  l = sum_s l_s e^(m_s - M),  out = sum_s acc_s e^(m_s - M) / l.
+  static void MergeItem(const Problem& p, const Plan& plan, std::int64_t item, const Partials& parts) {
+    Rows rows;
+    RowsOfItem(p, plan, item, rows);
+    const Buffers buf = ThreadBuffers(p, rows.n);
+    for (std::int64_t r = 0; r < rows.n; ++r) {
+      float M = kNegInf;
+      for (std::int64_t sp = 0; sp < plan.splits; ++sp) M = std::max(M, parts.m[size_t(item * plan.splits + sp) * kBlockQ + r]);
+      float* acc = buf.acc;
+      std::fill(acc, acc + buf.dvp, 0.0f);
+      float l = 0;
+      if (M != kNegInf) {
+        for (std::int64_t sp = 0; sp < plan.splits; ++sp) {
+          const size_t at = size_t(item * plan.splits + sp) * kBlockQ + r;
+          if (parts.l[at] == 0) continue;
+          const float w = std::exp2(parts.m[at] - M);
+          l += parts.l[at] * w;
+          const float* a = parts.acc.data() + at * parts.dvp;
+          for (size_t e = 0; e < buf.dvp; ++e) acc[e] += a[e] * w;
+        }
+      }
+      WriteRow(p, rows, r, M, l, acc);
+    }
+  }
+
+  static void Run(const Problem& p, const Plan& plan) {
+    // Kept per calling thread and only ever grown: repeated decode calls allocate nothing. The
+    // workers must use the caller's instance, hence the reference (a thread_local named inside
+    // the parallel loop would be each worker's own).
+    static thread_local Partials callers_partials;
+    Partials& parts = callers_partials;
+    if (plan.splits > 1) {
+      parts.dvp = RoundUp(size_t(p.s.Dv), hn::Lanes(DF()));
+      parts.m.resize(size_t(plan.units()) * kBlockQ);
+      parts.l.resize(size_t(plan.units()) * kBlockQ);
+      parts.acc.resize(size_t(plan.units()) * kBlockQ * parts.dvp);
+    }
+    std::exception_ptr error;
+    std::mutex error_mutex;
+    auto guarded = [&](auto&& fn) {
+      try {
+        fn();
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(error_mutex);
+        if (!error) error = std::current_exception();
+      }
+    };
+    const std::int64_t units = plan.units();
+  #pragma omp parallel for schedule(dynamic, 1) num_threads(plan.threads) if (plan.threads > 1 && units > 1)
+    for (std::int64_t u = 0; u < units; ++u) guarded([&] { RunUnit(p, plan, u, &parts); });
+    if (error) std::rethrow_exception(error);
+    if (plan.splits > 1) {
+  #pragma omp parallel for schedule(static) num_threads(plan.threads) if (plan.threads > 1)
+      for (std::int64_t item = 0; item < plan.items; ++item) guarded([&] { MergeItem(p, plan, item, parts); });
+      if (error) std::rethrow_exception(error);
+    }
+  }
+
+};
+
+void RunAttention(const Problem& p, const Plan& plan) {
+  if (plan.block_q == kWideBlockQ) {
+    Tiled<kWideBlockQ, kWideBlockK>::Run(p, plan);
+  } else if (plan.block_q == kNarrowBlockQ) {
+    Tiled<kNarrowBlockQ, kNarrowBlockK>::Run(p, plan);
+  } else {
+    Tiled<kBlockQ, kBlockK>::Run(p, plan);
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace jomoim::detail
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace jomoim {
+namespace detail {
+HWY_EXPORT(RunAttention);
+// One dispatch per call: the chosen target's RunAttention runs the whole parallel loop.
+static void Dispatch(const Problem& p, const Plan& plan) { HWY_DYNAMIC_DISPATCH(RunAttention)(p, plan); }
+}  // namespace detail
+
+void attention(ConstTensor4 q, ConstTensor4 k, ConstTensor4 v, Tensor4 out, const AttentionOptions& options) {
+  const detail::Problem p = detail::make_problem(q, k, v, &out, options);
+  const int threads = options.threads > 0 ? options.threads : omp_get_max_threads();
+  const detail::Plan plan = detail::make_plan(p, threads);
+  if (plan.items == 0) return;  // B, Hq or Nq is zero: no output element exists
+  detail::Dispatch(p, plan);
+}
+
+}  // namespace jomoim
+#endif  // HWY_ONCE
