@@ -149,7 +149,7 @@ struct Case {
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
 // Float32 attention in plain loops, in the paper layout: the error yardstick for the
-// tolerance. Written from the contract in DESIGN.md, independently of the library.
+// tolerance. Written from the contract in docs/design.md, independently of the library.
 struct Float32Result {
   std::vector<float> out, lse, probs;  // [B,Hq,Nq,Dv], [B,Hq,Nq], [B,Hq,Nq,Nk]
 };

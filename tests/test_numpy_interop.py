@@ -3,7 +3,7 @@
 
 NumPy writes the inputs (np.save, including arrays that are not C-contiguous and files NumPy
 writes in ways jomoim must refuse), jomoim computes attention, and the result is checked against
-a float64 NumPy implementation of the contract in DESIGN.md; every file jomoim writes must load
+a float64 NumPy implementation of the contract in docs/design.md; every file jomoim writes must load
 with np.load (and memory-map, which needs the 64-byte alignment). Run by CTest (label cli)
 with Debian's interpreter, which has NumPy:
 

@@ -1,5 +1,5 @@
 // cmd_attend.cpp — `jomoim attend`: one attention call on NumPy .npy files, so that any tool
-// can check the engine against the contracts in DESIGN.md ("Command line").
+// can check the engine against the contracts in docs/design.md ("The command line").
 //
 // A thin front end: it reads the files, checks what only it knows (ranks, paths, the float32
 // range of --scale), hands views to jomoim::attention — which validates everything else and

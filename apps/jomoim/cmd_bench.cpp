@@ -299,7 +299,7 @@ CheckResult check_sampled(Workload& w, const AttentionShape& s, const Tolerance&
   for (Index b : bs)
     for (Index h : hs)
       for (Index i : is) {
-        // Causal rule of DESIGN.md, aligned bottom-right: key j is visible iff j <= i + Nk - Nq.
+        // Causal rule of docs/design.md, aligned bottom-right: key j is visible iff j <= i + Nk - Nq.
         const Index visible = w.causal ? std::clamp<Index>(i + w.Nk - w.Nq + 1, 0, w.Nk) : w.Nk;
         ConstTensor4 qr = q, kr = k, vr = v;
         qr.data = &q(b, h, i, 0);
@@ -419,7 +419,7 @@ Json attention_json(const Workload& w, const AttentionRun& r, int threads) {
   for (auto [key, value] : {std::pair{"b", w.B}, {"hq", w.Hq}, {"hkv", w.Hkv}, {"nq", w.Nq},
                             {"nk", w.Nk}, {"d", w.D}, {"dv", w.Dv}})
     j[key] = value;
-  // The same shape under the names of the command-line flags, and as DESIGN.md's letters.
+  // The same shape under the names of the command-line flags, and as docs/design.md's letters.
   j["shape"] = {{"batch", w.B}, {"heads", w.Hq}, {"kv_heads", w.Hkv}, {"q_len", w.Nq},
                 {"kv_len", w.Nk}, {"head_dim", w.D}, {"value_dim", w.Dv}};
   j["causal"] = w.causal;
@@ -629,7 +629,7 @@ void run_single(const BenchOptions& o) {
   print_ceilings(o, o.sgemm || all, o.copy || all, o.fma || all, threads);
 }
 
-// The self-check cases of --quick: the shapes and options that break kernels (DESIGN.md).
+// The self-check cases of --quick: the shapes and options that break kernels (docs/design.md).
 std::vector<Workload> quick_cases() {
   auto c = [](std::string name, Index B, Index Hq, Index Hkv, Index Nq, Index Nk, Index D, Index Dv,
               bool causal) {

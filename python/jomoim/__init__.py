@@ -21,7 +21,7 @@ The model (jomoim/model.py):
 Errors: jomoim.Error (a subclass of ValueError) carries the engine's one-line message;
 arguments of the wrong type raise TypeError.
 
-The shapes, masks and notations are those of DESIGN.md and include/jomoim/engine/attention.hpp.
+The shapes, masks and notations are those of docs/design.md and include/jomoim/engine/attention.hpp.
 """
 # The attention functions are the compiled part itself; the model (jomoim/model.py) is a thin
 # Python layer over its compiled core (_jomoim._Model).

@@ -299,7 +299,7 @@ Exact scaled dot-product attention on the CPU (float32).
 
     out = softmax(q @ k^T * scale + bias, masked) @ v       (notation="paper")
 
-Shapes (paper notation; DESIGN.md):
+Shapes (paper notation; docs/design.md):
     q [B, Hq, Nq, D]   k [B, Hkv, Nk, D]   v [B, Hkv, Nk, Dv]   ->  out [B, Hq, Nq, Dv]
 With notation="3b1b" (3Blue1Brown's column matrices) q, k, v and out are [B, H, D, N]
 instead; bias, lse and probs keep the shapes below.

@@ -5,7 +5,7 @@ whose own error sets the tolerance, as tests/attention_test_util.hpp does).
 torch_attention: PyTorch 1.13 ops in float32 (its public scaled_dot_product_attention only
 arrived in 2.0), the way model code writes attention.
 
-Both take jomoim's arguments (DESIGN.md's contracts) and return out, lse, probs; out in the
+Both take jomoim's arguments (docs/design.md's contracts) and return out, lse, probs; out in the
 caller's notation, lse [B, Hq, Nq], probs [B, Hq, Nq, Nk]. A row whose keys are all masked
 gives zeros and lse = -inf.
 """

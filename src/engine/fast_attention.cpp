@@ -8,7 +8,7 @@
 // (compiled for every x86 target, dispatched once per call), threads through OpenMP.
 //
 // This file is compiled once per SIMD target (Highway's foreach_target re-includes it).
-// Shapes use DESIGN.md's letters: q [B,Hq,Nq,D], k [B,Hkv,Nk,D], v [B,Hkv,Nk,Dv].
+// Shapes use docs/design.md's letters: q [B,Hq,Nq,D], k [B,Hkv,Nk,D], v [B,Hkv,Nk,Dv].
 #include <omp.h>
 
 #include <cmath>

@@ -2,7 +2,7 @@
 //
 //   out = softmax(Q K^T * scale + bias, masked) V        (the paper's row notation)
 //
-// Shapes (letters as in DESIGN.md):
+// Shapes (letters as in docs/design.md):
 //   q     [B, Hq,  Nq, D ]      k [B, Hkv, Nk, D]      v [B, Hkv, Nk, Dv]
 //   out   [B, Hq,  Nq, Dv]
 //   bias  broadcastable to [B, Hq, Nq, Nk]  (each dimension 1 or full; -inf masks a key)

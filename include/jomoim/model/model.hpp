@@ -1,6 +1,6 @@
 // jomoim/model/model.hpp — a GPT-2-architecture decoder on the attention engine.
 //
-// The model of DESIGN.md's second layer: token embedding + learned position embedding, n_layer
+// The model of docs/design.md's second layer: token embedding + learned position embedding, n_layer
 // pre-LayerNorm blocks (causal multi-head self-attention through jomoim::attention, then a GELU
 // MLP), a final LayerNorm, and an output head tied to the token embedding. Linear layers run on
 // OpenBLAS (cblas_sgemm); attention runs on the engine, reading Q, K and V straight out of the
