@@ -31,6 +31,7 @@ const state = {
   detail: null,      // the selected head's matrices when `data` has none
   pending: 0,
   query: null,       // the query token the softmax panel takes from the pass (default: the last)
+  tokensCount: 0,    // tokens of the last answer (a new length resets the query to the last)
   hover: null,       // the heatmap cell last hovered: {q, k}
   sm: { preset: 'lot', rows: [], tau: '1', model: null, info: null },  // the softmax panel
 };
@@ -133,8 +134,7 @@ async function run() {
     const { layer, head } = state.selected;
     if (layer >= m.n_layer || head >= m.n_head) state.selected = { layer: 0, head: 0 };
     if (!full) await loadDetail();
-    if (state.query === null || state.query >= data.tokens.length || state.tokensCount !== data.tokens.length)
-      state.query = data.tokens.length - 1;
+    if (state.query === null || state.tokensCount !== data.tokens.length) state.query = data.tokens.length - 1;
     state.tokensCount = data.tokens.length;
     state.hover = null;
     render();
