@@ -22,6 +22,7 @@ packages=(
   libopenmpi-dev openmpi-bin                     # ring attention over MPI (jomoim::dist, attend --distributed)
   libcpp-httplib-dev                             # jomoim serve: cpp-httplib (HTTP server; pkg-config cpp-httplib)
   chromium                                       # explorer browser tests: headless chromium driven by playwright-core
+  fonts-noto-cjk                                 # the explorer's Korean text (Noto Sans CJK KR): without it Hangul is boxes
 )
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(python3-torch libjemalloc2 nodejs npm)

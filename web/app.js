@@ -2,6 +2,11 @@
 // docs/explain.md) and draws it. No framework, no build step, nothing fetched from elsewhere.
 // Every number shown carries its exact value in a data-value attribute (the browser tests
 // compare those with the API's JSON); the text shows fmt() of it.
+//
+// The page always asks for the paper's layout and draws the 3Blue1Brown notation itself, as the
+// transpose of the answer it holds: switching notation (or language) sends no request.
+
+import { LANGS, text } from './i18n.js';
 
 const $ = (sel) => document.querySelector(sel);
 
@@ -16,14 +21,30 @@ const quote = (t) => `“${t}”`;
 const pct = (p) => (100 * p).toFixed(2) + '%';
 
 const state = {
+  lang: 'en',
   model: null,
+  status: null,      // [text key, ...args] of the status line, redrawn when the language changes
   silence: new Set(),
   selected: { layer: 0, head: 0 },
   matrix: 'weights',
   data: null,        // the last explain answer with matrices for the grid (or summary only)
   detail: null,      // the selected head's matrices when `data` has none
   pending: 0,
+  query: null,       // the query token the softmax panel takes from the pass (default: the last)
+  tokensCount: 0,    // tokens of the last answer (a new length resets the query to the last)
+  hover: null,       // the heatmap cell last hovered: {q, k}
+  sm: { preset: 'lot', rows: [], tau: '1', model: null, info: null },  // the softmax panel
 };
+
+// The text for key in the page's language (web/i18n.js).
+const T = (key, ...args) => text(state.lang, key, ...args);
+
+// The formula of each notation: as the page shows it, and as the API spells it (`formula`).
+export const FORMULA = {
+  paper: { shown: 'softmax(Q Kᵀ / √d) V', api: 'softmax(Q K^T / sqrt(d)) V' },
+  '3b1b': { shown: 'V softmax(Kᵀ Q / √d)', api: 'V softmax(K^T Q / sqrt(d))' },
+};
+const transpose = (m) => (m.length ? m[0].map((_, c) => m.map((row) => row[c])) : m);
 
 // Beyond this many numbers per request the page asks for the summary first and one head's
 // matrices on demand (GPT-2 small at 1024 tokens would be ~600 million numbers).
@@ -71,10 +92,11 @@ const textColour = (bg) => {
 
 function notation() { return document.querySelector('input[name=notation]:checked').value; }
 
+// The page's own requests always ask for the paper's layout (see the top of this file).
 function request(extra = {}) {
   const body = {
     prompt: $('#prompt').value,
-    notation: notation(),
+    notation: 'paper',
     silence: [...state.silence].sort((a, b) => a - b),
     swap_qk: $('#swap-qk').checked,
     top: 10,
@@ -94,7 +116,7 @@ async function run() {
   const id = ++state.pending;
   document.body.dataset.pending = String(id);
   showError('');
-  $('#status').textContent = 'the meeting is in session…';
+  setStatus(['status.running']);
   try {
     // The size of an answer with every head's matrices (the server's own count, per prompt).
     const m = state.model;
@@ -112,14 +134,16 @@ async function run() {
     const { layer, head } = state.selected;
     if (layer >= m.n_layer || head >= m.n_head) state.selected = { layer: 0, head: 0 };
     if (!full) await loadDetail();
+    if (state.query === null || state.tokensCount !== data.tokens.length) state.query = data.tokens.length - 1;
+    state.tokensCount = data.tokens.length;
+    state.hover = null;
     render();
-    $('#status').textContent = `explained ${data.tokens.length} tokens` +
-      (data.compare ? ` and ${data.compare.tokens.length} to compare` : '');
+    setStatus(['status.done', data.tokens.length, data.compare ? data.compare.tokens.length : null]);
     document.body.dataset.ready = String(id);
   } catch (err) {
     if (id !== state.pending) return;
     showError(err.message);
-    $('#status').textContent = '';
+    setStatus(null);
     document.body.dataset.ready = String(id);
   }
 }
@@ -135,14 +159,21 @@ function headData(data, layer, head) {
   return L ? (L.heads || []).find((h) => h.head === head) : undefined;
 }
 
+function setStatus(s) {
+  state.status = s;
+  $('#status').textContent = s ? T(...s) : '';
+}
+
 function render() {
   const d = state.data;
+  if (!d) return;
   $('#views').hidden = false;
   renderTokens($('#tokens'), d, true);
   renderBars($('#prediction'), d.prediction.top, d.baseline ? d.baseline.top : null, 'prediction');
   $('#baseline-note').hidden = !d.baseline;
   renderGrid();
   renderHead();
+  renderSoftmax();
   renderCompare();
 }
 
@@ -153,7 +184,7 @@ function renderTokens(box, d, clickable) {
     const silenced = state.silence.has(t.index) && clickable;
     const chip = el('button', {
       type: 'button', class: 'token' + (silenced ? ' silenced' : ''), 'data-index': t.index, 'data-id': t.id,
-      title: `token ${t.index}: id ${t.id}, "${t.token}"` + (clickable ? (silenced ? ' — click to let it speak' : ' — click to silence it') : ''),
+      title: T('tokens.chip', t.index, t.id, t.token) + (clickable ? T(silenced ? 'tokens.unsilence' : 'tokens.silence') : ''),
     },
     el('span', { class: 'tok-text', text: t.text.replace(/ /g, '␣') }),
     el('span', { class: 'tok-id', text: `#${t.index} · ${t.id}` }),
@@ -191,35 +222,36 @@ function renderGrid() {
   const focus = new Map(d.heads.map((h) => [`${h.layer}/${h.head}`, h]));
   const table = el('div', { class: 'grid', style: `grid-template-columns: 4em repeat(${m.n_head}, 1fr)` });
   table.append(el('span'));
-  for (let h = 0; h < m.n_head; ++h) table.append(el('span', { class: 'grid-head', text: `head ${h}` }));
+  for (let h = 0; h < m.n_head; ++h) table.append(el('span', { class: 'grid-head', text: T('grid.head', h) }));
   for (let l = 0; l < m.n_layer; ++l) {
-    table.append(el('span', { class: 'grid-head', text: `layer ${l}` }));
+    table.append(el('span', { class: 'grid-head', text: T('grid.layer', l) }));
     for (let h = 0; h < m.n_head; ++h) {
       const s = focus.get(`${l}/${h}`);
       const f = s ? s.focus : 0;
       const selected = state.selected.layer === l && state.selected.head === h;
       const tile = el('button', {
         type: 'button', class: 'tile' + (selected ? ' selected' : ''), 'data-layer': l, 'data-head': h,
-        'data-focus': String(f), title: `layer ${l}, head ${h}: focus ${fmt(f)}` + (s ? `, the last token listens most to #${s.last_token_attends_to}` : ''),
+        'data-focus': String(f), title: T('grid.tile', l, h, fmt(f)) + (s && s.last_token_attends_to !== null ? T('grid.tileLast', s.last_token_attends_to) : ''),
         style: `border-color:${weightColour(f)}`,
         onclick: async () => {
           state.selected = { layer: l, head: h };
           if (!headData(state.data, l, h)) await loadDetail().catch((e) => showError(e.message));
           renderGrid();
           renderHead();
+          renderSoftmax();
           renderCompare();
         },
       });
       const hd = headData(d, l, h);
-      if (hd) tile.append(thumbnail(hd.weights));
-      tile.append(el('span', { class: 'tile-label', text: `focus ${fmt(f)}` }));
+      if (hd) tile.append(thumbnail(notation() === '3b1b' ? transpose(hd.weights) : hd.weights));
+      tile.append(el('span', { class: 'tile-label', text: T('grid.focus', fmt(f)) }));
       table.append(tile);
     }
   }
   grid.append(table);
   const list = el('ol', { class: 'focus-list' });
   for (const s of d.heads.slice(0, 6))
-    list.append(el('li', { text: `L${s.layer} H${s.head}: focus ${fmt(s.focus)}, entropy ${fmt(s.entropy)} nats` }));
+    list.append(el('li', { text: T('grid.list', s.layer, s.head, fmt(s.focus), fmt(s.entropy)) }));
   grid.append(list);
 }
 
@@ -236,39 +268,67 @@ function thumbnail(matrix) {
   return c;
 }
 
+// The selected head's matrices (paper layout), or undefined while they load.
+function selectedHead() {
+  const { layer, head } = state.selected;
+  return headData(state.data, layer, head) || (state.detail && headData(state.detail, layer, head));
+}
+
 function renderHead() {
   const d = state.data;
   const { layer, head } = state.selected;
-  const hd = headData(d, layer, head) || (state.detail && headData(state.detail, layer, head));
-  $('#head-title').textContent = `Layer ${layer}, head ${head}: the minutes`;
-  const cols = notation() === '3b1b';
-  $('#formula').textContent = d.formula || (cols ? 'V softmax(Kᵀ Q / √d)' : 'softmax(Q Kᵀ / √d) V');
-  $('#notation-text').textContent = cols
-    ? '3Blue1Brown notation: tokens are columns. Column i is token i asking; softmax runs down each column, so every column adds up to 1. The same numbers as the paper\'s, transposed.'
-    : 'Paper notation ("Attention Is All You Need"): tokens are rows. Row i is token i asking; softmax runs along each row, so every row adds up to 1.';
+  const hd = selectedHead();
+  const nota = notation();
+  $('#head-title').textContent = T('head.title', layer, head);
+  $('#formula').textContent = FORMULA[nota].shown;
+  $('#formula').dataset.formula = FORMULA[nota].api;
+  $('#notation-text').textContent = T(`head.notation.${nota}`);
+  $('#scores-text').innerHTML = T(`head.scores.${nota}`);
+  $('#matrix-scores-label').textContent = T(`head.m.scores.${nota}`);
   const box = $('#heatmap');
   box.replaceChildren();
-  if (!hd) { box.append(el('p', { class: 'muted', text: 'loading…' })); return; }
-  box.append(heatmap(d.tokens, hd, state.matrix, cols));
+  renderReadout(hd);
+  if (!hd) { box.append(el('p', { class: 'muted', text: T('head.loading') })); return; }
+  box.append(heatmap(d.tokens, hd, state.matrix, nota === '3b1b'));
   renderLastToken(d.tokens, hd);
 }
 
+// The three numbers of the hovered cell (query q, key k), from the paper-layout matrices.
+function renderReadout(hd) {
+  const readout = $('#readout');
+  const h = state.hover;
+  if (!hd || !h || h.q >= hd.scores.length) {
+    readout.textContent = T('head.hover');
+    for (const k of ['query', 'key', 'score', 'scaled', 'weight']) delete readout.dataset[k];
+    return;
+  }
+  const tokens = state.data.tokens;
+  const at = (name) => hd[name][h.q][h.k];
+  readout.textContent = T('head.readout', sub(h.q), sub(h.k), fmt(at('scores')), fmt(hd.scale), fmt(at('scaled')),
+    fmt(at('weights')), `${h.q} ${quote(tokens[h.q].text)}`, `${h.k} ${quote(tokens[h.k].text)}`, !hd.mask[h.q][h.k]);
+  readout.dataset.query = h.q; readout.dataset.key = h.k;
+  readout.dataset.score = String(at('scores')); readout.dataset.scaled = String(at('scaled'));
+  readout.dataset.weight = String(at('weights'));
+}
+
+// hd is in the paper's layout ([query, key]); with cols (3Blue1Brown) every matrix is drawn
+// transposed ([key, query]): row r, column c shows hd[kind][c][r].
 function heatmap(tokens, hd, kind, cols) {
-  const m = hd[kind];
-  // The layout string says which axis is the query: "[query, key]" (paper) or "[key, query]".
-  const transposed = (hd.layout && hd.layout[kind] ? hd.layout[kind] : (cols ? '[key, query]' : '[query, key]')).startsWith('[key');
+  const m = cols ? transpose(hd[kind]) : hd[kind];
+  const mask = cols ? transpose(hd.mask) : hd.mask;
   let maxAbs = 0;
   for (const row of m) for (const x of row) if (x !== null) maxAbs = Math.max(maxAbs, Math.abs(x));
   const label = (t) => `${t.index} ${t.text.replace(/ /g, '␣')}`;
-  const table = el('table', { class: 'heatmap', 'data-kind': kind, 'data-transposed': String(transposed) });
-  const head = el('tr', {}, el('th', { class: 'corner', text: transposed ? 'key ↓ / query →' : 'query ↓ / key →' }));
-  for (const t of tokens) head.append(el('th', { class: 'col', text: label(t) }));
+  const table = el('table', { class: 'heatmap', 'data-kind': kind, 'data-transposed': String(cols),
+    'data-layout': cols ? '[key, query]' : '[query, key]' });
+  const head = el('tr', {}, el('th', { class: 'corner', text: T(cols ? 'head.corner.3b1b' : 'head.corner.paper') }));
+  for (const t of tokens) head.append(el('th', { class: 'col' + (cols && t.index === state.query ? ' sel' : ''), text: label(t) }));
   table.append(head);
   m.forEach((row, r) => {
-    const tr = el('tr', {}, el('th', { class: 'rowh', text: label(tokens[r]) }));
+    const tr = el('tr', {}, el('th', { class: 'rowh' + (!cols && r === state.query ? ' sel' : ''), text: label(tokens[r]) }));
     row.forEach((x, c) => {
       const td = el('td', { 'data-row': r, 'data-col': c, 'data-value': x === null ? 'null' : String(x) });
-      if (x === null || !hd.mask[r][c]) td.className = 'masked';
+      if (x === null || !mask[r][c]) td.className = 'masked';
       else {
         const bg = kind === 'weights' ? weightColour(x) : divergingColour(x, maxAbs);
         td.style.background = bg;
@@ -279,28 +339,33 @@ function heatmap(tokens, hd, kind, cols) {
     });
     table.append(tr);
   });
+  const cell = (td) => {
+    const r = Number(td.dataset.row), c = Number(td.dataset.col);
+    const [q, k] = cols ? [c, r] : [r, c];
+    return { q, k };
+  };
   table.addEventListener('mouseover', (ev) => {
     const td = ev.target.closest('td');
     if (!td) return;
-    const r = Number(td.dataset.row), c = Number(td.dataset.col);
-    const [q, k] = transposed ? [c, r] : [r, c];
-    const at = (name) => hd[name][r][c];
-    const text = `Q${sub(q)}·K${sub(k)} = ${fmt(at('scores'))}   scaled (×${fmt(hd.scale)}) = ${fmt(at('scaled'))}   weight = ${fmt(at('weights'))}` +
-      `   — token ${q} "${tokens[q].text}" asking, token ${k} "${tokens[k].text}" answering` +
-      (!hd.mask[r][c] ? ' (masked: it cannot hear this one)' : '');
-    const readout = $('#readout');
-    readout.textContent = text;
-    readout.dataset.query = q; readout.dataset.key = k;
-    readout.dataset.score = String(at('scores')); readout.dataset.scaled = String(at('scaled'));
-    readout.dataset.weight = String(at('weights'));
+    state.hover = cell(td);
+    renderReadout(hd);
     const tip = $('#tooltip');
-    tip.textContent = text;
+    tip.textContent = $('#readout').textContent;
     tip.hidden = false;
     const rect = td.getBoundingClientRect();
     tip.style.left = `${Math.min(window.innerWidth - 420, rect.right + 8 + window.scrollX)}px`;
     tip.style.top = `${rect.bottom + 6 + window.scrollY}px`;
   });
   table.addEventListener('mouseleave', () => { $('#tooltip').hidden = true; });
+  // A click takes the cell's question (its query) to the softmax panel.
+  table.addEventListener('click', (ev) => {
+    const td = ev.target.closest('td');
+    if (!td) return;
+    state.query = cell(td).q;
+    state.sm.preset = 'pass';
+    renderHead();
+    renderSoftmax();
+  });
   return table;
 }
 const sub = (n) => String(n).replace(/\d/g, (d) => '₀₁₂₃₄₅₆₇₈₉'[d]);
@@ -337,17 +402,17 @@ function renderCompare() {
     x.tokens.forEach((t, j) => {
       const w = att ? att[j] : 0;
       const bg = weightColour(w || 0);
-      toks.append(el('span', { class: 'token static', 'data-index': j, 'data-value': String(w), title: `the last token gives ${fmt(w)} of its attention here (layer ${layer}, mean over heads)`,
+      toks.append(el('span', { class: 'token static', 'data-index': j, 'data-value': String(w), title: T('compare.tokTitle', fmt(w), layer),
         style: `background:${bg};color:${textColour(bg)}` }, el('span', { class: 'tok-text', text: t.text.replace(/ /g, '␣') })));
     });
-    col.append(el('p', { class: 'muted', text: `the last token's attention, layer ${layer} (mean over heads):` }), toks);
+    col.append(el('p', { class: 'muted', text: T('compare.att', layer) }), toks);
     const bars = el('div', { class: 'bars' });
     renderBars(bars, x.prediction.top, null, side);
     col.append(bars);
     cols.append(col);
   }
   const shift = $('#shift');
-  shift.replaceChildren(el('tr', {}, el('th', { text: 'token' }), el('th', { text: 'first' }), el('th', { text: 'second' }), el('th', { text: 'change' })));
+  shift.replaceChildren(el('tr', {}, ...['token', 'first', 'second', 'change'].map((c) => el('th', { text: T(`compare.col.${c}`) }))));
   for (const s of d.compare.shift || []) {
     shift.append(el('tr', { 'data-id': s.id, 'data-value': String(s.delta) },
       el('td', { text: quote(s.text) }), el('td', { text: pct(s.p) }), el('td', { text: pct(s.p_compare) }),
@@ -355,11 +420,217 @@ function renderCompare() {
   }
 }
 
+// ---- The softmax panel: scores in, weights out, computed here as the user types. ----
+
+// softmax(s / tau), stable: subtracts the largest s/tau before exp (the weights are the same;
+// exp never overflows, so a score of 1000 gives weight 1, not Infinity/Infinity = NaN).
+export function softmax(scores, tau) {
+  const scaled = scores.map((s) => s / tau);
+  const m = Math.max(...scaled);
+  const e = scaled.map((x) => Math.exp(x - m));
+  const sum = e.reduce((a, b) => a + b, 0);
+  return { scaled, max: m, weights: e.map((x) => x / sum) };
+}
+
+// A number as typed: "1,000" and "1000" alike; "√8" (or "sqrt 8") is its square root.
+export function parseNumber(str) {
+  const t = String(str).trim().replace(/[,\s]/g, '');
+  if (t === '') return NaN;
+  const root = t.match(/^(?:√|sqrt\(?)([^)]*)\)?$/i);
+  return root ? Math.sqrt(Number(root[1])) : Number(t);
+}
+
+// The seed post's numbers ("어텐션이 조모임이라면"): Q_lot asks; lot answers 100, the rest 1.
+// With the question in front, one of its words insists on "of" with 1000.
+const PRESETS = {
+  lot: { rows: [['I', 1], ['have', 1], ['a', 1], ['lot', 100]] },
+  cash: { rows: [['Cash', 1], ['or', 1], ['credit', 1], ['card', 1000], ['?', 1], ['I', 1], ['have', 1], ['a', 1], ['lot', 100]] },
+};
+
+function loadPreset(name, keepTau = false) {
+  const sm = state.sm;
+  sm.preset = name;
+  sm.model = null;
+  sm.info = null;
+  if (name === 'pass') {
+    const hd = state.data && selectedHead();
+    if (!hd) { sm.preset = 'custom'; return; }
+    const q = Math.min(state.query ?? hd.scores.length - 1, hd.scores.length - 1);
+    const keys = hd.scores[q].map((_, j) => j).filter((j) => hd.mask[q][j]);
+    sm.rows = keys.map((j) => ({ label: `${j} ${quote(state.data.tokens[j].text)}`, score: String(hd.scores[q][j]), key: j }));
+    sm.model = keys.map((j) => hd.weights[q][j]);
+    if (!keepTau) sm.tau = String(1 / hd.scale);
+    sm.info = { ...state.selected, q, masked: hd.scores[q].length - keys.length };
+  } else {
+    sm.rows = PRESETS[name].rows.map(([label, score]) => ({ label, score: String(score) }));
+    sm.tau = '1';
+  }
+}
+
+function initSoftmax() {
+  loadPreset('lot');
+  for (const b of document.querySelectorAll('#softmax .preset')) b.addEventListener('click', () => {
+    loadPreset(b.dataset.preset);
+    renderSoftmax();
+  });
+  $('#sm-query').addEventListener('change', () => {
+    state.query = Number($('#sm-query').value);
+    loadPreset('pass');
+    renderHead();
+    renderSoftmax();
+  });
+  $('#sm-tau').addEventListener('input', () => { state.sm.tau = $('#sm-tau').value; updateSoftmax(); });
+  $('#sm-tau-1').addEventListener('click', () => { state.sm.tau = '1'; renderSoftmax(); });
+  $('#sm-tau-sqrt').addEventListener('click', () => {
+    state.sm.tau = `√${state.model ? state.model.head_dim : 64}`;
+    renderSoftmax();
+  });
+  $('#sm-add').addEventListener('click', () => {
+    toCustom();
+    state.sm.rows.push({ label: `#${state.sm.rows.length}`, score: '0' });
+    renderSoftmax();
+  });
+}
+
+// An edited score: the numbers are the user's now, no longer the pass's.
+function toCustom() {
+  state.sm.preset = 'custom';
+  state.sm.model = null;
+  state.sm.info = null;
+}
+
+// Draws the panel from state.sm (a "from the pass" panel follows the selected head and query).
+function renderSoftmax() {
+  const sm = state.sm;
+  if (sm.preset === 'pass') loadPreset('pass', true);
+  const d = state.data;
+  const sel = $('#sm-query');
+  sel.replaceChildren(...(d ? d.tokens : []).map((t) => el('option', { value: t.index, text: `${t.index} ${quote(t.text)}` })));
+  if (d && state.query !== null) sel.value = String(state.query);
+  sel.disabled = !d;
+  $('#softmax .preset[data-preset="pass"]').disabled = !(d && selectedHead());
+  for (const b of document.querySelectorAll('#softmax .preset')) b.classList.toggle('active', b.dataset.preset === sm.preset);
+  $('#sm-tau-sqrt').textContent = T('softmax.tauSqrt', state.model ? state.model.head_dim : 'd');
+  $('#sm-tau').value = sm.tau;
+  const table = $('#sm-table');
+  const head = el('tr', {}, el('th', { text: T('softmax.col.key') }), el('th', { text: T('softmax.col.score') }),
+    el('th', { text: T('softmax.col.scaled') }), el('th', { text: T('softmax.col.weight') }), el('th'),
+    sm.model ? el('th', { text: T('softmax.col.model') }) : null, el('th'));
+  table.replaceChildren(head);
+  sm.rows.forEach((row, j) => {
+    const input = el('input', { type: 'text', inputmode: 'decimal', class: 'sm-score', value: row.score, size: 12,
+      spellcheck: 'false', 'aria-label': `${T('softmax.col.score')} ${row.label}` });
+    input.addEventListener('input', () => {
+      row.score = input.value;
+      if (state.sm.preset !== 'custom') { toCustom(); renderSoftmax(); focusScore(j); } else updateSoftmax();
+    });
+    table.append(el('tr', { class: 'sm-row', 'data-index': j },
+      el('td', { class: 'sm-label', text: row.label }),
+      el('td', {}, input),
+      el('td', { class: 'sm-scaled num' }),
+      el('td', { class: 'sm-weight num' }),
+      el('td', { class: 'sm-bar' }, el('span', { class: 'bar-track' }, el('span', { class: 'bar' }))),
+      sm.model ? el('td', { class: 'sm-model num', 'data-value': String(sm.model[j]), text: fmt(sm.model[j]) }) : null,
+      el('td', {}, el('button', { type: 'button', class: 'sm-remove', title: T('softmax.remove'), 'aria-label': T('softmax.remove'),
+        text: '×', onclick: () => { toCustom(); sm.rows.splice(j, 1); renderSoftmax(); } }))));
+  });
+  const info = sm.info;
+  $('#sm-source').textContent = sm.preset === 'pass' && info
+    ? T('softmax.source.pass', info.layer, info.head, info.q, quote(d.tokens[info.q].text), info.masked)
+    : T(`softmax.source.${sm.preset}`);
+  updateSoftmax();
+}
+
+function focusScore(j) {
+  const input = document.querySelectorAll('#sm-table .sm-score')[j];
+  if (input) { input.focus(); input.setSelectionRange(input.value.length, input.value.length); }
+}
+
+// Recomputes the weights from the inputs as they stand (keeps the table and the focus).
+function updateSoftmax() {
+  const sm = state.sm;
+  const scores = sm.rows.map((r) => parseNumber(r.score));
+  const tau = parseNumber(sm.tau);
+  const bad = !(tau > 0) || !Number.isFinite(tau) || scores.some((x) => !Number.isFinite(x));
+  const err = $('#sm-error');
+  err.hidden = !bad && scores.length > 0;
+  err.textContent = bad ? T('softmax.bad') : scores.length ? '' : T('softmax.empty');
+  const rows = document.querySelectorAll('#sm-table .sm-row');
+  const panel = $('#softmax');
+  $('#sm-tau').classList.toggle('invalid', !(tau > 0) || !Number.isFinite(tau));
+  rows.forEach((tr, j) => tr.querySelector('.sm-score').classList.toggle('invalid', !Number.isFinite(scores[j])));
+  if (bad || !scores.length) {
+    panel.dataset.valid = 'false';
+    $('#sm-formula').textContent = 'w = softmax(s / τ)';
+    $('#sm-sum').textContent = '';
+    for (const tr of rows) {
+      for (const c of ['.sm-scaled', '.sm-weight']) { tr.querySelector(c).textContent = '—'; delete tr.querySelector(c).dataset.value; }
+      tr.querySelector('.bar').style.width = '0';
+    }
+    return;
+  }
+  const { scaled, max, weights } = softmax(scores, tau);
+  panel.dataset.valid = 'true';
+  panel.dataset.tau = String(tau);
+  panel.dataset.max = String(max);
+  const short = (x) => String(Number(x.toPrecision(4)));
+  $('#sm-formula').textContent = `w = softmax(s / ${short(tau)})` + (tau !== 1 ? ` = softmax(s × ${short(1 / tau)})` : '');
+  rows.forEach((tr, j) => {
+    const sc = tr.querySelector('.sm-scaled'), w = tr.querySelector('.sm-weight');
+    sc.textContent = fmt(scaled[j]); sc.dataset.value = String(scaled[j]);
+    w.textContent = fmt(weights[j]); w.dataset.value = String(weights[j]);
+    tr.querySelector('.bar').style.width = `${(100 * weights[j]).toFixed(2)}%`;
+  });
+  const sum = weights.reduce((a, b) => a + b, 0);
+  $('#sm-sum').textContent = T('softmax.sum', fmt(sum));
+}
+
+function renderModelSummary() {
+  const m = state.model;
+  if (!m) return;
+  $('#model-summary').textContent = T('model.summary', m.name, m.n_layer, m.n_head, m.n_embd, m.head_dim, m.n_positions, m.vocab_size);
+}
+
+// The page's language: the toggle, remembered in localStorage ('jomoim.lang'); at first the
+// browser's (navigator.language ko* gives Korean). Redraws every text, sends no request.
+const LANG_KEY = 'jomoim.lang';
+function initialLanguage() {
+  let saved = null;
+  try { saved = localStorage.getItem(LANG_KEY); } catch { /* storage off */ }
+  if (LANGS.includes(saved)) return saved;
+  return String(navigator.language || '').toLowerCase().startsWith('ko') ? 'ko' : 'en';
+}
+function setLanguage(lang, remember) {
+  state.lang = LANGS.includes(lang) ? lang : 'en';
+  if (remember) try { localStorage.setItem(LANG_KEY, state.lang); } catch { /* storage off */ }
+  document.documentElement.lang = state.lang;
+  document.querySelector(`input[name=lang][value="${state.lang}"]`).checked = true;
+  for (const e of document.querySelectorAll('[data-i18n]')) {
+    if (e.id === 'model-summary' && state.model) continue;
+    e.innerHTML = T(e.dataset.i18n);  // our own texts (web/i18n.js), never user input
+  }
+  document.title = T('doc.title');
+  renderModelSummary();
+  setStatus(state.status);
+  if (state.data) render(); else renderSoftmax();
+}
+
 async function init() {
+  setLanguage(initialLanguage(), false);
   $('#compare-on').addEventListener('change', () => { $('#compare').disabled = !$('#compare-on').checked; run(); });
   $('#controls').addEventListener('submit', (e) => { e.preventDefault(); state.silence.clear(); run(); });
   $('#swap-qk').addEventListener('change', run);
-  for (const r of document.querySelectorAll('input[name=notation]')) r.addEventListener('change', run);
+  // Notation: the same answer drawn transposed, no new request.
+  for (const r of document.querySelectorAll('input[name=notation]')) r.addEventListener('change', () => {
+    if (!state.data) return;
+    renderGrid();
+    renderHead();
+    renderSoftmax();
+  });
+  for (const r of document.querySelectorAll('input[name=lang]')) r.addEventListener('change', () => {
+    setLanguage(document.querySelector('input[name=lang]:checked').value, true);
+  });
+  initSoftmax();
   for (const r of document.querySelectorAll('input[name=matrix]')) r.addEventListener('change', () => {
     state.matrix = document.querySelector('input[name=matrix]:checked').value;
     renderHead();
@@ -375,8 +646,7 @@ async function init() {
   try {
     state.model = await api('/api/model');
     const m = state.model;
-    $('#model-summary').textContent = `model ${m.name}: ${m.n_layer} layers × ${m.n_head} heads, ` +
-      `${m.n_embd} dimensions (${m.head_dim} per head), context ${m.n_positions} tokens, vocabulary ${m.vocab_size}`;
+    renderModelSummary();
     $('#prompt').maxLength = m.limits.max_prompt_bytes;
     await run();
   } catch (err) {

@@ -21,7 +21,7 @@ for f in bin/jomoim lib/libjomoim_core.a lib/libjomoim_engine.a lib/libjomoim_fo
          include/jomoim/engine/attention.hpp include/jomoim/model/model.hpp lib/cmake/jomoim/jomoimConfig.cmake \
          lib/cmake/jomoim/jomoimConfigVersion.cmake lib/pkgconfig/jomoim.pc \
          share/jomoim/models/default/config.json share/jomoim/models/default/model.safetensors \
-         share/jomoim/web/index.html share/jomoim/web/app.js; do
+         share/jomoim/web/index.html share/jomoim/web/app.js share/jomoim/web/i18n.js; do
   [[ -e $prefix/$f ]] || fail "cmake --install did not install $f"
 done
 echo "installed: $(find "$prefix" -type f | wc -l) files in $prefix"

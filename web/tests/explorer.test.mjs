@@ -7,7 +7,8 @@
 //   node --test web/tests/explorer.test.mjs
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawn, execFileSync } from 'node:child_process';
+import { pathToFileURL } from 'node:url';
 import { createRequire } from 'node:module';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -21,6 +22,8 @@ const env = (name) => {
 const require = createRequire(path.join(path.resolve(env('JOMOIM_WEB_NODE_MODULES')), 'noop.js'));
 const { chromium } = require('playwright-core');
 const artifacts = env('JOMOIM_WEB_ARTIFACTS');
+// The page's texts in both languages (a plain module, no DOM).
+const { TEXTS } = await import(pathToFileURL(path.join(path.resolve(env('JOMOIM_WEB_ASSETS')), 'i18n.js')).href);
 fs.mkdirSync(artifacts, { recursive: true });
 for (const f of fs.readdirSync(artifacts)) if (f.endsWith('.png')) fs.rmSync(path.join(artifacts, f));  // this run's only
 
@@ -71,6 +74,7 @@ before(async () => {
     args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
       '--no-first-run', '--disable-sync'],
     viewport: { width: 1280, height: 900 },
+    locale: 'en-US',  // navigator.language: the page starts in English
   });
   page = browser.pages()[0] || await browser.newPage();
   const failures = [];
@@ -78,6 +82,8 @@ before(async () => {
   page.on('requestfailed', (r) => failures.push(`${r.url()} failed`));
   page.on('request', (r) => { if (!r.url().startsWith(base)) failures.push(`request outside the server: ${r.url()}`); });
   page.failures = failures;
+  page.apiRequests = [];  // every request to the API, in order
+  page.on('request', (r) => { if (new URL(r.url()).pathname.startsWith('/api/')) page.apiRequests.push(r.url()); });
   await settled(() => page.goto(base + '/'));
 });
 
@@ -166,24 +172,214 @@ test('clicking a head opens its heatmap: weights, scores, causal mask, hover rea
   await shot('02-head-heatmap');
 });
 
-test('the notation toggle shows the same numbers transposed, with the 3Blue1Brown formula', async () => {
+test('the notation toggle redraws the held answer transposed, without a request', async () => {
   const L = model.n_layer - 1, H = model.n_head - 1;
-  const paper = (await api('/api/explain', plain())).layers[L].heads[H];
+  const paperAnswer = await api('/api/explain', plain());
+  const paper = paperAnswer.layers[L].heads[H];
   const col = await api('/api/explain', plain({ notation: '3b1b' }));
-  await settled(() => page.check('input[name=notation][value="3b1b"]'));
-  assert.equal(await page.getAttribute('#heatmap table', 'data-transposed'), 'true');
-  assert.equal(await page.textContent('#formula'), col.formula);
-  assert.notEqual(col.formula, (await api('/api/explain', plain())).formula);
-  const want = col.layers[L].heads[H].weights;
-  for (const { r, c, v } of await cells()) {
-    assert.equal(v, want[r][c] === null ? 'null' : String(want[r][c]));
-    assert.equal(want[r][c], paper.weights[c][r], 'transposed');
+  const before = page.apiRequests.length;
+  await page.check('input[name=notation][value="3b1b"]');
+  const table = '#heatmap table';
+  assert.equal(await page.getAttribute(table, 'data-transposed'), 'true');
+  assert.equal(await page.getAttribute(table, 'data-layout'), col.layers[L].heads[H].layout.weights);
+  assert.equal(await page.textContent('#heatmap th.corner'), 'key ↓ / query →');
+  assert.equal(await page.getAttribute('#formula', 'data-formula'), col.formula, 'the API\'s 3b1b formula');
+  assert.equal(await page.textContent('#formula'), 'V softmax(Kᵀ Q / √d)');
+  assert.match(await page.textContent('#notation-text'), /column vectors.*every column adds up to 1/);
+  assert.match(await page.textContent('#scores-text'), /row j, column i.*Kᵀ Q/);
+  assert.equal(await page.textContent('#matrix-scores-label'), 'scores Kᵀ Q');
+  // Every number in the heatmap is the paper's, transposed (and the API's own 3b1b number).
+  for (const kind of ['weights', 'scores', 'scaled']) {
+    await page.check(`input[name=matrix][value=${kind}]`);
+    const got = await cells();
+    assert.equal(got.length, paper[kind].length ** 2);
+    for (const { r, c, v, masked } of got) {
+      const want = paper[kind][c][r];
+      assert.equal(v, want === null ? 'null' : String(want), `${kind} shown [${r}][${c}] = paper [${c}][${r}]`);
+      assert.equal(col.layers[L].heads[H][kind][r][c], want, 'the API\'s 3b1b agrees');
+      assert.equal(masked, !paper.mask[c][r]);
+      assert.equal(masked, r > c, `causal mask at ${r},${c}`);  // 3b1b: query column c hears keys 0..c
+    }
+    const texts = await page.$$eval('#heatmap td:not(.masked)', (els) => els.map((e) => [Number(e.dataset.row), Number(e.dataset.col), e.textContent]));
+    for (const [r, c, t] of texts) assert.equal(t, fmt(paper[kind][c][r]));
   }
+  await page.check('input[name=matrix][value=weights]');
   await page.hover('#heatmap td[data-row="1"][data-col="3"]');  // key 1, query 3
-  assert.ok((await page.textContent('#readout')).includes(`Q₃·K₁ = ${fmt(paper.scores[3][1])}`));
+  const readout = await page.textContent('#readout');
+  assert.ok(readout.includes(`Q₃·K₁ = ${fmt(paper.scores[3][1])}`), readout);
+  assert.ok(readout.includes(`scaled (×${fmt(paper.scale)}) = ${fmt(paper.scaled[3][1])}`), readout);
+  assert.ok(readout.includes(`weight = ${fmt(paper.weights[3][1])}`), readout);
+  assert.equal(await page.getAttribute('#readout', 'data-weight'), String(paper.weights[3][1]));
+  const last = await page.$$eval('#last-token .bar-row', (els) => els.map((e) => Number(e.dataset.value)));
+  assert.deepEqual(last, paper.last_token.weights, 'the last token\'s weights are the same in both notations');
+  assert.equal(page.apiRequests.length, before, 'switching notation sends no request');
   await shot('03-notation-3b1b');
-  await settled(() => page.check('input[name=notation][value=paper]'));
-  assert.equal(await page.getAttribute('#heatmap table', 'data-transposed'), 'false');
+  await page.check('input[name=notation][value=paper]');
+  assert.equal(await page.getAttribute(table, 'data-transposed'), 'false');
+  assert.equal(await page.getAttribute('#formula', 'data-formula'), paperAnswer.formula);
+  for (const { r, c, v } of await cells()) assert.equal(v, String(paper.weights[r][c]));
+  assert.equal(page.apiRequests.length, before, 'switching back sends no request either');
+});
+
+// The softmax the test expects: log-sum-exp, computed apart from the page's code.
+function softmaxRef(scores, tau) {
+  const x = scores.map((s) => s / tau);
+  const m = Math.max(...x);
+  const lse = m + Math.log(x.reduce((a, v) => a + Math.exp(v - m), 0));
+  return x.map((v) => Math.exp(v - lse));
+}
+async function panel() {
+  return page.$$eval('#sm-table .sm-row', (els) => els.map((e) => ({
+    label: e.querySelector('.sm-label').textContent, score: e.querySelector('.sm-score').value,
+    w: e.querySelector('.sm-weight').dataset.value, wText: e.querySelector('.sm-weight').textContent,
+    scaled: e.querySelector('.sm-scaled').dataset.value, bar: e.querySelector('.bar').style.width,
+    model: e.querySelector('.sm-model') ? e.querySelector('.sm-model').dataset.value : null })));
+}
+// Every shown weight (its number, its text, its bar) is softmax(scores / tau).
+async function checkPanel(scores, tau, what) {
+  const rows = await panel();
+  const want = softmaxRef(scores, tau);
+  assert.equal(rows.length, scores.length, what);
+  rows.forEach((r, j) => {
+    const w = Number(r.w);
+    assert.ok(Number.isFinite(w), `${what}: weight ${j} is a number (${r.w})`);
+    assert.ok(Math.abs(w - want[j]) <= 1e-12 * Math.max(1, want[j]) + 1e-300, `${what}: weight ${j} ${w} vs ${want[j]}`);
+    assert.equal(r.wText, fmt(want[j]), `${what}: weight ${j} as text`);
+    assert.equal(Number(r.scaled), scores[j] / tau, `${what}: s/τ ${j}`);
+    assert.equal(parseFloat(r.bar), Number((100 * w).toFixed(2)), `${what}: bar ${j} (${r.bar})`);
+  });
+  return rows;
+}
+
+test('the softmax panel: the seed\'s presets, live edits, large scores, the pass\'s own row', async () => {
+  const before = page.apiRequests.length;
+  await page.click('#softmax .preset[data-preset="lot"]');
+  let rows = await checkPanel([1, 1, 1, 100], 1, 'I have a lot');
+  assert.deepEqual(rows.map((r) => [r.label, r.score]), [['I', '1'], ['have', '1'], ['a', '1'], ['lot', '100']]);
+  assert.ok(Number(rows[3].w) > 0.999999, 'lot takes nearly all the weight');
+  // The question in front: 1000 takes all the weight, computed without overflow.
+  await page.click('#softmax .preset[data-preset="cash"]');
+  rows = await checkPanel([1, 1, 1, 1000, 1, 1, 1, 1, 100], 1, 'Cash or credit card? I have a lot');
+  assert.equal(rows[3].label, 'card');
+  assert.equal(rows[3].wText, '1.000');
+  assert.equal(rows[8].wText, '0', 'lot\'s 100 counts for nothing next to 1000');
+  assert.equal(await page.getAttribute('#softmax', 'data-valid'), 'true');
+  await page.fill('#sm-tau', '300');
+  await checkPanel([1, 1, 1, 1000, 1, 1, 1, 1, 100], 300, 'τ = 300');
+  // Edits update live: each keystroke-equivalent input event recomputes.
+  await page.click('#softmax .preset[data-preset="lot"]');
+  const typed = ['3', '-1.5', '0', '12.25'];
+  for (let j = 0; j < typed.length; ++j) {
+    await page.fill(`#sm-table .sm-row[data-index="${j}"] .sm-score`, typed[j]);
+    const scores = [3, -1.5, 0, 12.25].map((x, k) => (k <= j ? x : [1, 1, 1, 100][k]));
+    await checkPanel(scores, 1, `after editing score ${j}`);
+  }
+  await page.fill('#sm-tau', '2');
+  await checkPanel([3, -1.5, 0, 12.25], 2, 'τ = 2');
+  assert.equal(await page.textContent('#sm-formula'), 'w = softmax(s / 2) = softmax(s × 0.5)');
+  await page.click('#sm-tau-sqrt');
+  assert.equal(await page.inputValue('#sm-tau'), `√${model.head_dim}`);
+  await checkPanel([3, -1.5, 0, 12.25], Math.sqrt(model.head_dim), 'τ = √d');
+  await page.fill('#sm-tau', '0');
+  assert.ok(await page.isVisible('#sm-error'));
+  assert.equal(await page.getAttribute('#softmax', 'data-valid'), 'false');
+  await page.fill('#sm-tau', '1');
+  assert.ok(!(await page.isVisible('#sm-error')));
+  await page.click('#sm-add');
+  await page.fill('#sm-table .sm-row[data-index="4"] .sm-score', '1e3');
+  await checkPanel([3, -1.5, 0, 12.25, 1000], 1, 'an added score');
+  await page.click('#sm-table .sm-row[data-index="0"] .sm-remove');
+  await checkPanel([-1.5, 0, 12.25, 1000], 1, 'a score removed');
+  // From the current pass: the selected head's row of raw scores for the chosen query.
+  const L = Number(await page.getAttribute('#grid .tile.selected', 'data-layer'));
+  const H = Number(await page.getAttribute('#grid .tile.selected', 'data-head'));
+  const hd = (await api('/api/explain', plain())).layers[L].heads[H];
+  await page.selectOption('#sm-query', '2');
+  rows = await panel();
+  assert.deepEqual(rows.map((r) => r.score), hd.scores[2].slice(0, 3).map(String), 'the API\'s raw scores Q₂·K₀..₂');
+  assert.deepEqual(rows.map((r) => Number(r.model)), hd.weights[2].slice(0, 3), 'the API\'s weights beside them');
+  assert.equal(Number(await page.inputValue('#sm-tau')), 1 / hd.scale);
+  await checkPanel(hd.scores[2].slice(0, 3), 1 / hd.scale, 'from the pass');
+  rows.forEach((r, j) => assert.ok(Math.abs(Number(r.w) - hd.weights[2][j]) < 1e-5, 'the panel\'s softmax agrees with the model\'s'));
+  // A click on a heatmap cell takes its query there (paper: row 3).
+  await page.click('#heatmap td[data-row="3"][data-col="0"]');
+  assert.equal(await page.inputValue('#sm-query'), '3');
+  rows = await panel();
+  assert.deepEqual(rows.map((r) => r.score), hd.scores[3].map(String));
+  assert.equal(page.apiRequests.length, before, 'the panel computes in the page: no request');
+  await page.click('#softmax .preset[data-preset="cash"]');
+  await page.locator('#softmax-view').screenshot({ path: path.join(artifacts, '09-softmax-panel.png') });
+  await page.click('#softmax .preset[data-preset="pass"]');
+});
+
+const HANGUL = /[\uac00-\ud7a3]/;
+
+test('both languages have the same texts, the Korean in Korean', () => {
+  assert.deepEqual(Object.keys(TEXTS.ko).sort(), Object.keys(TEXTS.en).sort());
+  const sameInBoth = new Set(['softmax.col.scaled', 'softmax.tauSqrt', 'softmax.sum']);
+  for (const [key, v] of Object.entries(TEXTS.ko)) {
+    if (sameInBoth.has(key)) continue;
+    const s = typeof v === 'function' ? v(...Array(9).fill(1)) : v;
+    assert.match(s, HANGUL, `ko ${key}`);
+  }
+  const all = Object.values(TEXTS.ko).map((v) => (typeof v === 'function' ? v(...Array(9).fill(1)) : v)).join(' ');
+  for (const word of ['조모임', '질문', '쿼리', '키', '값', '점수', '가중치', '소프트맥스'])
+    assert.ok(all.includes(word), `the seed's word ${word}`);
+});
+
+test('한국어: the toggle switches every text without a request, the numbers identical, remembered', async () => {
+  const fonts = execFileSync('fc-list', [':lang=ko', 'family'], { encoding: 'utf8' });
+  assert.match(fonts, /Noto Sans CJK KR/, 'Korean fonts installed (Debian fonts-noto-cjk, scripts/setup.sh)');
+  await page.click('#softmax .preset[data-preset="lot"]');
+  const numbers = () => page.$$eval('[data-value]', (els) => els.map((e) => `${e.dataset.value}|${e.textContent}`));
+  const english = await numbers();
+  const before = page.apiRequests.length;
+  await page.check('input[name=lang][value=ko]');
+  assert.equal(await page.getAttribute('html', 'lang'), 'ko');
+  assert.deepEqual(await numbers(), english, 'every number and its text the same in Korean');
+  for (const sel of ['#tokens-view h2', '#prediction-view h2', '#grid-view h2', '#head-title', '#notation-text',
+    '#scores-text', '#softmax-view h2', '#softmax-view .explain', '#sm-source', '#status', '#model-summary',
+    '#matrix-scores-label', '#run', '#seed', '#readout', 'legend'])
+    assert.match(await page.textContent(sel), HANGUL, `${sel} in Korean`);
+  for (const [key, text] of await page.$$eval('[data-i18n]', (els) => els.map((e) => [e.dataset.i18n, e.textContent])))
+    if (HANGUL.test(TEXTS.ko[key])) assert.match(text, HANGUL, `[data-i18n=${key}]`);
+  assert.equal(await page.textContent('#softmax-view h2'), '소프트맥스: 절대적인 점수 ⇒ 상대적인 가중치');
+  assert.match(await page.textContent('#head-title'), /레이어 \d+, 헤드 \d+의 회의록/);
+  await page.check('input[name=notation][value="3b1b"]');
+  assert.match(await page.textContent('#notation-text'), /열벡터/);
+  assert.equal(await page.textContent('#heatmap th.corner'), '키 ↓ / 질문 →');
+  await page.check('input[name=notation][value=paper]');
+  assert.match(await page.textContent('#notation-text'), /행벡터/);
+  assert.equal(page.apiRequests.length, before, 'switching language sends no request');
+  // The glyphs come from Noto Sans CJK KR, not from a fallback drawing boxes.
+  const cdp = await page.context().newCDPSession(page);
+  const { root } = await cdp.send('DOM.getDocument');
+  const { nodeId } = await cdp.send('DOM.querySelector', { nodeId: root.nodeId, selector: '#softmax-view h2' });
+  await cdp.send('CSS.enable');
+  const { fonts: used } = await cdp.send('CSS.getPlatformFontsForNode', { nodeId });
+  assert.ok(used.some((f) => /Noto Sans CJK KR/.test(f.familyName) && f.glyphCount > 0), JSON.stringify(used));
+  await cdp.detach();
+  await shot('10-korean');
+  // Remembered across a reload.
+  await page.reload();  // a fresh document: its first run counts from 1 again
+  await page.waitForFunction(() => document.body.dataset.ready && document.body.dataset.ready === document.body.dataset.pending);
+  assert.equal(await page.getAttribute('html', 'lang'), 'ko');
+  assert.ok(await page.isChecked('input[name=lang][value=ko]'));
+  await page.check('input[name=lang][value=en]');
+  assert.equal(await page.textContent('#tokens-view h2'), 'The members');
+  assert.equal(await page.evaluate(() => localStorage.getItem('jomoim.lang')), 'en');
+  // With nothing remembered, a Korean browser starts in Korean.
+  const p2 = await browser.newPage();
+  await p2.addInitScript(() => {
+    Object.defineProperty(Navigator.prototype, 'language', { get: () => 'ko-KR' });
+    localStorage.removeItem('jomoim.lang');
+  });
+  await p2.goto(base + '/?summary');
+  await p2.waitForFunction(() => document.body.dataset.ready && document.body.dataset.ready === document.body.dataset.pending);
+  assert.equal(await p2.getAttribute('html', 'lang'), 'ko');
+  assert.match(await p2.textContent('#grid-view h2'), HANGUL);
+  await p2.close();
+  await page.evaluate(() => localStorage.setItem('jomoim.lang', 'en'));
 });
 
 test('clicking a token silences it: the new prediction is the API\'s, the old one shown as baseline', async () => {

@@ -1,0 +1,271 @@
+// Every explanation text of the explorer page, in English and in Korean (한국어). Pure data and
+// one lookup, no DOM: the browser tests import this file too and check both languages have the
+// same keys. A value is a string (HTML for the static texts, set as innerHTML; they are ours,
+// never user input) or a function of the numbers it names. Numbers are formatted by the caller
+// (app.js fmt), so both languages show identical digits.
+//
+// Korean vocabulary follows the seed post ("어텐션이 조모임이라면"): 조모임 (the meeting),
+// 조원 (a member), 질문/쿼리 (query), 키 (key), 값 (value), 점수 (score; the post's
+// 찰떡궁합점수), 가중치 (weight), 소프트맥스, 표기법, 행/열 (rows/columns).
+
+export const LANGS = ['en', 'ko'];
+
+export const TEXTS = {
+  en: {
+    'doc.title': 'jomoim — the group project, live',
+    'header.sub': '조모임 — attention as a group project',
+    'header.loading': 'loading the model…',
+    'lang.legend': 'Language',
+    'controls.prompt': 'Prompt',
+    'controls.compare': 'compare with',
+    'controls.notation': 'Notation',
+    'controls.paper': 'paper (rows)',
+    'controls.3b1b': '3Blue1Brown (columns)',
+    'controls.swap': 'swap Q and K',
+    'controls.seed': 'The seed\'s example',
+    'controls.run': 'Explain',
+
+    'tokens.title': 'The members',
+    'tokens.text': 'The prompt is cut into tokens: the members of the meeting. Each brings its word (token ' +
+      'embedding) and its seat (position embedding); the bar under a member is the size of each. ' +
+      '<strong>Click a member to silence it</strong>: nobody hears its answer any more (its key is ' +
+      'masked in every layer and head) and the decision below is taken again without it.',
+    'tokens.chip': (i, id, tok) => `token ${i}: id ${id}, "${tok}"`,
+    'tokens.silence': ' — click to silence it',
+    'tokens.unsilence': ' — click to let it speak',
+
+    'prediction.title': 'The decision',
+    'prediction.text': 'After the meeting the last token\'s output becomes a guess for the next token: a probability ' +
+      'for every word in the vocabulary. These are the top candidates.',
+    'prediction.baseline': 'Grey bars: the decision before you silenced someone or swapped Q and K.',
+
+    'grid.title': 'Every meeting at once',
+    'grid.text': 'Each layer holds one meeting per head, each head with its own kind of question. A tile shows ' +
+      'who listens to whom in that head; the darker its frame, the more <em>focused</em> the head ' +
+      '(on average, how much of its attention a token gives to one single other). Most focused ' +
+      'first in the list below the grid. <strong>Click a tile to open its minutes.</strong>',
+    'grid.head': (h) => `head ${h}`,
+    'grid.layer': (l) => `layer ${l}`,
+    'grid.focus': (f) => `focus ${f}`,
+    'grid.tile': (l, h, f) => `layer ${l}, head ${h}: focus ${f}`,
+    'grid.tileLast': (j) => `, the last token listens most to #${j}`,
+    'grid.list': (l, h, f, e) => `L${l} H${h}: focus ${f}, entropy ${e} nats`,
+
+    'head.title': (l, h) => `Layer ${l}, head ${h}: the minutes`,
+    'head.notation.paper': 'Paper notation ("Attention Is All You Need"): tokens are row vectors (1 × d). ' +
+      'Row i is token i asking; softmax runs along each row, so every row adds up to 1.',
+    'head.notation.3b1b': '3Blue1Brown notation: tokens are column vectors (d × 1). Column i is token i asking; ' +
+      'softmax runs down each column, so every column adds up to 1. The same numbers as the paper\'s, transposed.',
+    'head.scores.paper': 'The cell in row i, column j: <strong>the score</strong> Q<sub>i</sub>·K<sub>j</sub>, how well ' +
+      'token j\'s kind of answer (its key) fits token i\'s question (its query). <strong>Scaled</strong>: divided by ' +
+      '√d so the softmax does not saturate. <strong>Weights</strong>: the softmax turns one question\'s absolute ' +
+      'scores (a row) into relative weights that add up to 1. Hatched cells are masked: a token only hears those ' +
+      'before it (the causal mask), and nobody hears a silenced one. Hover a cell for its three numbers; ' +
+      'click it to take its question to the softmax panel.',
+    'head.scores.3b1b': 'The cell in row j, column i: <strong>the score</strong> K<sub>j</sub>·Q<sub>i</sub> (the matrix ' +
+      'Kᵀ Q), how well token j\'s kind of answer (its key) fits token i\'s question (its query). <strong>Scaled</strong>: ' +
+      'divided by √d so the softmax does not saturate. <strong>Weights</strong>: the softmax turns one question\'s ' +
+      'absolute scores (a column) into relative weights that add up to 1. Hatched cells are masked: a token only ' +
+      'hears those before it (the causal mask), and nobody hears a silenced one. Hover a cell for its three ' +
+      'numbers; click it to take its question to the softmax panel.',
+    'head.show': 'Show',
+    'head.m.scores.paper': 'scores Q Kᵀ',
+    'head.m.scores.3b1b': 'scores Kᵀ Q',
+    'head.m.scaled': 'scaled',
+    'head.m.weights': 'weights',
+    'head.corner.paper': 'query ↓ / key →',
+    'head.corner.3b1b': 'key ↓ / query →',
+    'head.hover': 'Hover a cell.',
+    'head.loading': 'loading…',
+    'head.readout': (q, k, score, scale, scaled, w, qt, kt, masked) =>
+      `Q${q}·K${k} = ${score}   scaled (×${scale}) = ${scaled}   weight = ${w}` +
+      `   — token ${qt} asking, token ${kt} answering` + (masked ? ' (masked: it cannot hear this one)' : ''),
+    'head.last.title': 'The last token: whom it listens to, and how much each answer counts',
+    'head.last.text': 'A big weight on a small value says little: the second bar is ‖w<sub>j</sub> V<sub>j</sub>‖, ' +
+      'how far each value actually moves the result.',
+
+    'softmax.title': 'Softmax: absolute scores become relative weights',
+    'softmax.text': 'One question, several answers. A score s<sub>j</sub> says how well answer j fits the question, ' +
+      'on no fixed scale; the softmax turns the scores into weights between 0 and 1 that add up to 1. Dividing ' +
+      'by τ first (the model uses τ = √d, d the size of a query) shrinks the gaps. Edit any number: the weights ' +
+      'follow as you type.',
+    'softmax.story': 'The seed post\'s example: in “I have a lot” the question Q<sub>lot</sub> gives lot a score of 100 ' +
+      'and the other words 1, so lot\'s answer (a full stop) takes nearly all the weight. Put the question ' +
+      '“Cash or credit card?” in front and one of its words insists with a score of 1000 that the next word is ' +
+      '“of”: now that word takes all the weight and lot\'s 100 counts for nothing. Raise τ (try 300) and lot is ' +
+      'heard again.',
+    'softmax.stable': 'Subtracting m changes no weight (it cancels above and below the line) but keeps exp from ' +
+      'overflowing: exp(1000) is beyond any floating-point number.',
+    'softmax.presets': 'Presets',
+    'softmax.preset.lot': '“I have a lot”: 100 and 1',
+    'softmax.preset.cash': '“Cash or credit card? I have a lot”: 1000',
+    'softmax.preset.pass': 'From the current pass',
+    'softmax.query': 'query',
+    'softmax.tau': 'τ (divide by)',
+    'softmax.tauSqrt': (d) => `τ = √d = √${d}`,
+    'softmax.add': '+ a score',
+    'softmax.remove': 'remove this score',
+    'softmax.col.key': 'answer (key)',
+    'softmax.col.score': 'score s',
+    'softmax.col.scaled': 's / τ',
+    'softmax.col.weight': 'weight w',
+    'softmax.col.model': 'the model\'s weight',
+    'softmax.sum': (s) => `Σ w = ${s}`,
+    'softmax.source.lot': 'The seed\'s numbers: Q_lot asks, lot answers with 100, the others with 1.',
+    'softmax.source.cash': 'The seed\'s numbers with the question in front: card insists on “of” with 1000.',
+    'softmax.source.pass': (l, h, q, qt, n) => `Layer ${l}, head ${h}: the raw scores Q·K of token ${q} ${qt}, ` +
+      `τ = 1/scale; the last column is the model's own weight` + (n ? ` (${n} masked keys left out).` : '.'),
+    'softmax.source.custom': 'Your own numbers.',
+    'softmax.bad': 'Every score and τ must be a number, τ > 0.',
+    'softmax.empty': 'Add a score.',
+
+    'compare.title': 'Two meetings side by side',
+    'compare.text': 'The same last words, with and without something said before them. With a question in front ' +
+      '("Cash or credit card?"), the earlier members have their own say about what follows "a lot"; ' +
+      'the last token\'s attention (averaged over the heads of the chosen layer) spreads to them and ' +
+      'the decision shifts.',
+    'compare.shift': 'How the decision shifts',
+    'compare.att': (l) => `the last token's attention, layer ${l} (mean over heads):`,
+    'compare.tokTitle': (w, l) => `the last token gives ${w} of its attention here (layer ${l}, mean over heads)`,
+    'compare.col.token': 'token',
+    'compare.col.first': 'first',
+    'compare.col.second': 'second',
+    'compare.col.change': 'change',
+
+    'status.running': 'the meeting is in session…',
+    'status.done': (n, m) => `explained ${n} tokens` + (m === null ? '' : ` and ${m} to compare`),
+    'model.summary': (name, L, H, E, D, P, V) => `model ${name}: ${L} layers × ${H} heads, ` +
+      `${E} dimensions (${D} per head), context ${P} tokens, vocabulary ${V}`,
+  },
+
+  ko: {
+    'doc.title': 'jomoim — 실시간으로 보는 조모임',
+    'header.sub': '조모임 — 어텐션이 조모임이라면',
+    'header.loading': '모델을 불러오는 중…',
+    'lang.legend': '언어',
+    'controls.prompt': '프롬프트',
+    'controls.compare': '비교할 문장',
+    'controls.notation': '표기법',
+    'controls.paper': '논문 (행)',
+    'controls.3b1b': '3Blue1Brown (열)',
+    'controls.swap': 'Q와 K 바꾸기',
+    'controls.seed': '원글의 예시',
+    'controls.run': '설명하기',
+
+    'tokens.title': '조원들',
+    'tokens.text': '프롬프트는 토큰으로 나뉩니다. 토큰 하나하나가 조모임의 조원입니다. 조원은 저마다 자기 단어(토큰 ' +
+      '임베딩)와 자리(포지션 임베딩)를 가지고 오고, 조원 아래의 막대는 각각의 크기입니다. ' +
+      '<strong>조원을 클릭하면 입을 막습니다</strong>: 아무도 그 조원의 대답을 듣지 못하고(모든 레이어와 헤드에서 ' +
+      '그 키가 마스크됩니다) 아래의 결론을 그 조원 없이 다시 냅니다.',
+    'tokens.chip': (i, id, tok) => `토큰 ${i}: id ${id}, "${tok}"`,
+    'tokens.silence': ' — 클릭하면 입을 막습니다',
+    'tokens.unsilence': ' — 클릭하면 다시 말할 수 있습니다',
+
+    'prediction.title': '결론',
+    'prediction.text': '조모임이 끝나면 마지막 토큰의 출력이 다음 토큰에 대한 추측이 됩니다. 어휘의 모든 단어에 확률이 ' +
+      '하나씩 붙습니다. 아래는 가장 유력한 후보들입니다.',
+    'prediction.baseline': '회색 막대: 누군가의 입을 막거나 Q와 K를 바꾸기 전의 결론.',
+
+    'grid.title': '모든 조모임을 한눈에',
+    'grid.text': '레이어마다 헤드 수만큼 조모임이 열리고, 헤드마다 저마다의 질문 주제가 있습니다. 타일은 그 헤드에서 ' +
+      '누가 누구의 말을 듣는지 보여 줍니다. 테두리가 진할수록 그 헤드는 더 <em>집중</em>합니다(평균적으로 한 토큰이 ' +
+      '다른 한 토큰에게 주는 어텐션의 크기). 그리드 아래 목록은 가장 집중하는 헤드부터 보여 줍니다. ' +
+      '<strong>타일을 클릭하면 그 헤드의 회의록이 열립니다.</strong>',
+    'grid.head': (h) => `헤드 ${h}`,
+    'grid.layer': (l) => `레이어 ${l}`,
+    'grid.focus': (f) => `집중도 ${f}`,
+    'grid.tile': (l, h, f) => `레이어 ${l}, 헤드 ${h}: 집중도 ${f}`,
+    'grid.tileLast': (j) => `, 마지막 토큰은 #${j}의 말을 가장 많이 듣습니다`,
+    'grid.list': (l, h, f, e) => `L${l} H${h}: 집중도 ${f}, 엔트로피 ${e} nats`,
+
+    'head.title': (l, h) => `레이어 ${l}, 헤드 ${h}의 회의록`,
+    'head.notation.paper': '논문 표기법(“Attention Is All You Need”): 토큰은 행벡터(1 × d)입니다. ' +
+      'i번째 행은 토큰 i의 질문입니다. 소프트맥스는 행마다 적용되므로 각 행의 합이 1입니다.',
+    'head.notation.3b1b': '3Blue1Brown 표기법: 토큰은 열벡터(d × 1)입니다. i번째 열은 토큰 i의 질문입니다. ' +
+      '소프트맥스는 열마다 적용되므로 각 열의 합이 1입니다. 논문과 같은 숫자를 전치한 것입니다.',
+    'head.scores.paper': 'i행 j열의 칸: <strong>점수</strong> Q<sub>i</sub>·K<sub>j</sub>. 토큰 j가 줄 수 있는 대답의 ' +
+      '결(키)이 토큰 i의 질문(쿼리)과 얼마나 잘 맞는지, 원글의 찰떡궁합점수입니다. <strong>스케일한 점수</strong>: ' +
+      '소프트맥스가 포화되지 않도록 √d로 나눈 값. <strong>가중치</strong>: 소프트맥스가 한 질문의 절대적인 점수(한 행)를 ' +
+      '합이 1인 상대적인 가중치로 바꿉니다. 빗금 친 칸은 마스크된 칸입니다. 토큰은 자기 앞의 토큰들의 말만 들을 수 ' +
+      '있고(인과 마스크), 입이 막힌 조원의 말은 아무도 듣지 못합니다. 칸 위에 마우스를 올리면 세 숫자가 보이고, ' +
+      '클릭하면 그 질문을 소프트맥스 패널로 가져갑니다.',
+    'head.scores.3b1b': 'j행 i열의 칸: <strong>점수</strong> K<sub>j</sub>·Q<sub>i</sub>(행렬 Kᵀ Q). 토큰 j가 줄 수 있는 ' +
+      '대답의 결(키)이 토큰 i의 질문(쿼리)과 얼마나 잘 맞는지, 원글의 찰떡궁합점수입니다. <strong>스케일한 점수</strong>: ' +
+      '소프트맥스가 포화되지 않도록 √d로 나눈 값. <strong>가중치</strong>: 소프트맥스가 한 질문의 절대적인 점수(한 열)를 ' +
+      '합이 1인 상대적인 가중치로 바꿉니다. 빗금 친 칸은 마스크된 칸입니다. 토큰은 자기 앞의 토큰들의 말만 들을 수 ' +
+      '있고(인과 마스크), 입이 막힌 조원의 말은 아무도 듣지 못합니다. 칸 위에 마우스를 올리면 세 숫자가 보이고, ' +
+      '클릭하면 그 질문을 소프트맥스 패널로 가져갑니다.',
+    'head.show': '보기',
+    'head.m.scores.paper': '점수 Q Kᵀ',
+    'head.m.scores.3b1b': '점수 Kᵀ Q',
+    'head.m.scaled': '스케일한 점수',
+    'head.m.weights': '가중치',
+    'head.corner.paper': '질문 ↓ / 키 →',
+    'head.corner.3b1b': '키 ↓ / 질문 →',
+    'head.hover': '칸 위에 마우스를 올려 보세요.',
+    'head.loading': '불러오는 중…',
+    'head.readout': (q, k, score, scale, scaled, w, qt, kt, masked) =>
+      `Q${q}·K${k} = ${score}   스케일 (×${scale}) = ${scaled}   가중치 = ${w}` +
+      `   — 질문: 토큰 ${qt}, 대답: 토큰 ${kt}` + (masked ? ' (마스크: 이 토큰의 말은 들을 수 없습니다)' : ''),
+    'head.last.title': '마지막 토큰: 누구의 말을 듣고, 각 대답이 얼마나 반영되는가',
+    'head.last.text': '가중치가 커도 값이 작으면 결과는 별로 움직이지 않습니다. 두 번째 막대는 ' +
+      '‖w<sub>j</sub> V<sub>j</sub>‖, 각 값이 결과를 실제로 얼마나 움직이는지입니다.',
+
+    'softmax.title': '소프트맥스: 절대적인 점수 ⇒ 상대적인 가중치',
+    'softmax.text': '질문 하나에 대답이 여럿. 점수 s<sub>j</sub>는 대답 j가 질문과 얼마나 잘 맞는지를 나타내지만 정해진 ' +
+      '범위가 없습니다. 소프트맥스는 점수들을 합이 1인 0에서 1 사이의 가중치로 바꿉니다. 먼저 τ로 나누면(모델은 ' +
+      'τ = √d, d는 쿼리의 크기) 차이가 줄어듭니다. 숫자를 고치면 입력하는 대로 가중치가 바뀝니다.',
+    'softmax.story': '원글의 예시: “I have a lot”에서 질문 Q<sub>lot</sub>에 대해 lot은 100, 나머지 단어들은 1의 ' +
+      '점수를 가집니다. lot의 대답(마침표)이 가중치를 거의 다 가져갑니다. 앞에 “Cash or credit card?”라는 질문이 ' +
+      '있으면, 질문의 단어가 다음 단어는 “of”여야 한다고 1000의 점수로 강하게 주장합니다. 이제 그 단어가 가중치를 ' +
+      '전부 가져가고 lot의 100은 아무 힘이 없습니다. τ를 키우면(300을 넣어 보세요) lot의 목소리가 다시 들립니다.',
+    'softmax.stable': 'm을 빼도 가중치는 그대로지만(분자와 분모에서 약분됩니다) exp가 넘치지 않습니다. ' +
+      'exp(1000)은 어떤 부동소수점 수보다도 큽니다.',
+    'softmax.presets': '예시',
+    'softmax.preset.lot': '“I have a lot”: 100점과 1점',
+    'softmax.preset.cash': '“Cash or credit card? I have a lot”: 1000점',
+    'softmax.preset.pass': '지금 계산한 결과에서',
+    'softmax.query': '질문',
+    'softmax.tau': 'τ (나누는 수)',
+    'softmax.tauSqrt': (d) => `τ = √d = √${d}`,
+    'softmax.add': '+ 점수 추가',
+    'softmax.remove': '이 점수 지우기',
+    'softmax.col.key': '대답 (키)',
+    'softmax.col.score': '점수 s',
+    'softmax.col.scaled': 's / τ',
+    'softmax.col.weight': '가중치 w',
+    'softmax.col.model': '모델의 가중치',
+    'softmax.sum': (s) => `Σ w = ${s}`,
+    'softmax.source.lot': '원글의 숫자: Q_lot이 묻고, lot은 100, 나머지는 1로 대답합니다.',
+    'softmax.source.cash': '앞에 질문이 있을 때의 원글의 숫자: card가 1000으로 “of”를 주장합니다.',
+    'softmax.source.pass': (l, h, q, qt, n) => `레이어 ${l}, 헤드 ${h}: 토큰 ${q} ${qt}의 원래 점수 Q·K, ` +
+      `τ = 1/scale. 마지막 열은 모델이 직접 계산한 가중치입니다` + (n ? ` (마스크된 키 ${n}개는 뺐습니다).` : '.'),
+    'softmax.source.custom': '직접 넣은 숫자.',
+    'softmax.bad': '모든 점수와 τ는 숫자여야 하고, τ > 0이어야 합니다.',
+    'softmax.empty': '점수를 추가하세요.',
+
+    'compare.title': '두 조모임 나란히 보기',
+    'compare.text': '같은 마지막 단어들을, 앞에 한 말이 있을 때와 없을 때 비교합니다. 앞에 질문(“Cash or credit ' +
+      'card?”)이 있으면 앞선 조원들도 “a lot” 뒤에 무엇이 올지 할 말이 생깁니다. 마지막 토큰의 어텐션(선택한 ' +
+      '레이어의 헤드 평균)이 그 조원들에게도 퍼지고 결론이 바뀝니다.',
+    'compare.shift': '결론이 어떻게 바뀌는가',
+    'compare.att': (l) => `마지막 토큰의 어텐션, 레이어 ${l} (헤드 평균):`,
+    'compare.tokTitle': (w, l) => `마지막 토큰이 여기에 주는 어텐션 ${w} (레이어 ${l}, 헤드 평균)`,
+    'compare.col.token': '토큰',
+    'compare.col.first': '첫 문장',
+    'compare.col.second': '둘째 문장',
+    'compare.col.change': '변화',
+
+    'status.running': '조모임 진행 중…',
+    'status.done': (n, m) => `토큰 ${n}개를 설명했습니다` + (m === null ? '' : ` (비교 문장 토큰 ${m}개)`),
+    'model.summary': (name, L, H, E, D, P, V) => `모델 ${name}: 레이어 ${L}개 × 헤드 ${H}개, ` +
+      `${E}차원(헤드당 ${D}), 컨텍스트 ${P}토큰, 어휘 ${V}개`,
+  },
+};
+
+// The text for key in lang, with args for the functions; English when a key is missing.
+export function text(lang, key, ...args) {
+  const v = (TEXTS[lang] && key in TEXTS[lang]) ? TEXTS[lang][key] : TEXTS.en[key];
+  if (v === undefined) throw new Error(`no text ${key}`);
+  return typeof v === 'function' ? v(...args) : v;
+}
