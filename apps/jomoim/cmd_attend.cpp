@@ -24,6 +24,7 @@
 #include "attend_dist.hpp"
 #include "commands.hpp"
 #include "jomoim/engine/attention.hpp"
+#include "jomoim/engine/threads.hpp"
 #include "jomoim/formats/npy.hpp"
 
 namespace jomoim::cli {
@@ -134,8 +135,7 @@ void run_attend(const AttendOptions& o) {
   opts.notation = parse_notation(o.notation);
   const bool col = opts.notation == Notation::col3b1b;
   opts.causal = o.causal;
-  if (o.threads < 0)
-    throw Error("--threads: expected 0 (OpenMP's default) or a positive count, got " + std::to_string(o.threads));
+  resolve_threads(o.threads, "--threads");  // refuses negative counts
   opts.threads = o.threads;
   if (o.has_scale) {
     // Checked here, not only by attention(): converting a double beyond float's range to
@@ -259,7 +259,7 @@ void add_attend_command(CLI::App& app) {
                   "also write the softmax weights: [B, Hq, Nq, Nk] (the full score matrix: B*Hq*Nq*Nk floats)")
       ->type_name("P.npy")
       ->check(file_name);
-  cmd->add_option("--threads", o->threads, "worker threads; 0 = OpenMP's default (all cores)")
+  cmd->add_option("--threads", o->threads, threads_help)
       ->type_name("N")
       ->capture_default_str();
   cmd->add_option("--key-lengths", o->key_lengths,

@@ -35,6 +35,7 @@
 #include <optional>
 
 #include "jomoim/engine/dist.hpp"
+#include "jomoim/engine/threads.hpp"
 #include "jomoim/formats/npy.hpp"
 #endif
 
@@ -236,8 +237,7 @@ void run_attend_distributed(const DistAttendArgs& a) {
                 "and --key-lengths, which need none");
   if (a.notation != "paper")
     throw Error("--notation " + a.notation + ": --distributed reads and writes the paper layout only ([B, H, N, D])");
-  if (a.threads < 0)
-    throw Error("--threads: expected 0 (OpenMP's default) or a positive count, got " + std::to_string(a.threads));
+  resolve_threads(a.threads, "--threads");  // refuses negative counts
   std::optional<float> scale;
   if (a.has_scale) {
     if (!std::isfinite(a.scale) || std::fabs(a.scale) > std::numeric_limits<float>::max()) {

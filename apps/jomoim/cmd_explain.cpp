@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "jomoim/engine/threads.hpp"
 #include "jomoim/explain/explain.hpp"
 #include "jomoim/model/model.hpp"
 #include "jomoim/text/tokenizer.hpp"
@@ -438,7 +439,7 @@ void add_explain_command(CLI::App& app) {
   sub->add_option("--color", a->color, "colour heatmaps: auto (when stdout is a terminal), always, never")
       ->check(CLI::IsMember({"auto", "always", "never"}))
       ->capture_default_str();
-  sub->add_option("--threads", a->threads, "threads (0: all cores)")->capture_default_str();
+  sub->add_option("--threads", a->threads, threads_help)->capture_default_str();
   sub->callback([a] { run_explain(*a); });
 }
 

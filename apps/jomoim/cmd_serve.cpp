@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "commands.hpp"
+#include "jomoim/engine/threads.hpp"
 #include "jomoim/model/model.hpp"
 #include "jomoim/text/tokenizer.hpp"
 #include "model_dir.hpp"
@@ -39,7 +40,7 @@ bool is_loopback(const std::string& host) {
 }
 
 void run_serve(const ServeArgs& a) {
-  if (a.threads < 1) throw Error("--threads must be at least 1, got " + std::to_string(a.threads));
+  resolve_threads(a.threads, "--threads");  // refuses negative counts; 0 is OpenMP's default
   if (a.workers < 1) throw Error("--workers must be at least 1, got " + std::to_string(a.workers));
   if (a.max_prompt_bytes < 1) throw Error("--max-prompt-bytes must be at least 1");
   const ModelDir dir = resolve_model_dir(a.model);
@@ -100,7 +101,7 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--host", args->host, "address to listen on (loopback by default)")->capture_default_str();
   cmd->add_option("--port", args->port, "port (0: any free port; the URL is printed)")->capture_default_str();
   cmd->add_option("--assets", args->assets, "folder of the page's files")->capture_default_str();
-  cmd->add_option("--threads", args->threads, "threads per forward pass (attention and OpenBLAS)")
+  cmd->add_option("--threads", args->threads, std::string(threads_help) + " per forward pass (attention and OpenBLAS)")
       ->capture_default_str();
   cmd->add_option("--workers", args->workers, "forward passes at once; more requests wait")->capture_default_str();
   cmd->add_option("--max-prompt-bytes", args->max_prompt_bytes, "longest prompt accepted, in UTF-8 bytes")

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "commands.hpp"
+#include "jomoim/engine/threads.hpp"
 #include "jomoim/model/trainer.hpp"
 
 namespace jomoim::cli {
@@ -125,7 +126,7 @@ void add_train_command(CLI::App& app) {
   sub->add_option("--eval-batches", o.eval_batches, "batches per validation")->capture_default_str();
   sub->add_option("--save-every", o.save_every, "steps between checkpoints")->capture_default_str();
   sub->add_option("--seed", o.seed, "seed of initialisation and batch order")->capture_default_str();
-  sub->add_option("--threads", o.threads, "threads (0: all cores)")->capture_default_str();
+  sub->add_option("--threads", o.threads, threads_help)->capture_default_str();
   sub->add_option("--log-every", a->log_every, "steps between progress lines when stderr is not a terminal")
       ->capture_default_str();
   sub->add_flag("--resume", o.resume, "continue the run saved in --out");
