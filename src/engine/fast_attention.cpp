@@ -679,7 +679,10 @@ struct Tiled {
       // A masked entry has p = 0, and 0 x NaN would be NaN: a tile with masked entries whose
       // values are not all finite takes the exact path (docs/nonfinite.md).
       const bool exact = first_masked < tl && !ValuesFinite(vrows, ldv, s.Dv, first_masked, tl);
-      if (exact) vrows = FiniteValues(p, rows, t0, tl, buf), ldv = std::ptrdiff_t(buf.dvp);
+      if (exact) {
+        vrows = FiniteValues(p, rows, t0, tl, buf);
+        ldv = std::ptrdiff_t(buf.dvp);
+      }
       if (!value_t) {
         ValueTile(buf.st, buf.layout(), size_t(rows.n), vrows, ldv, size_t(tl), buf.acc, buf.dvp);
       } else {
@@ -690,22 +693,25 @@ struct Tiled {
   }
 
   // Whether V rows [j0, j1) of the tile (row stride ldv, unit element stride) are all finite:
-  // x * 0 is 0 for a finite x and NaN otherwise, so one MulAdd per vector.
+  // x * 0 is 0 for a finite x and NaN otherwise, so one MulAdd per vector, in four independent
+  // chains (one chain would be bound by the FMA latency).
   static inline bool ValuesFinite(const float* v, std::ptrdiff_t ldv, std::int64_t Dv, std::int64_t j0,
                                   std::int64_t j1) {
     const DF df;
     const std::int64_t L = std::int64_t(hn::Lanes(df));
     const VF zero = hn::Zero(df);
-    VF acc = zero;
+    VF acc[4] = {zero, zero, zero, zero};
     float tail = 0.0f;
     for (std::int64_t j = j0; j < j1; ++j) {
       const float* vr = v + j * ldv;
       std::int64_t e = 0;
-      for (; e + L <= Dv; e += L) acc = hn::MulAdd(hn::LoadU(df, vr + e), zero, acc);
+      for (; e + 4 * L <= Dv; e += 4 * L)
+        for (std::int64_t c = 0; c < 4; ++c) acc[c] = hn::MulAdd(hn::LoadU(df, vr + e + c * L), zero, acc[c]);
+      for (; e + L <= Dv; e += L) acc[0] = hn::MulAdd(hn::LoadU(df, vr + e), zero, acc[0]);
       for (; e < Dv; ++e) tail += vr[e] * 0.0f;
     }
-    acc = hn::Add(acc, hn::Set(df, tail));
-    return hn::AllTrue(df, hn::Eq(acc, zero));
+    const VF all = hn::Add(hn::Add(acc[0], acc[1]), hn::Add(hn::Add(acc[2], acc[3]), hn::Set(df, tail)));
+    return hn::AllTrue(df, hn::Eq(all, zero));
   }
 
   // V [tl, dvp] of the tile into buf.vp with its non-finite entries replaced by 0 (the product
@@ -905,11 +911,14 @@ struct Tiled {
       float l = 0;
       for (std::int64_t sp = 0; sp < plan.splits; ++sp) {
         const size_t at = size_t(item * plan.splits + sp) * kBlockQ + r;
-        if (parts.l[at] == 0) continue;  // the split saw no key for the row
+        const float* a = parts.acc.data() + at * parts.dvp;
+        if (parts.l[at] == 0) {  // no key seen, or only -inf scores: a is 0, or NaN where 0 x NaN
+          for (size_t e = 0; e < buf.dvp; ++e) acc[e] += a[e];
+          continue;
+        }
         // A split with l != 0 and m = -inf saw only NaN scores (l is NaN): weight 1 keeps it.
         const float w = parts.m[at] == kNegInf ? 1.0f : std::exp2(parts.m[at] - M);
         l += parts.l[at] * w;
-        const float* a = parts.acc.data() + at * parts.dvp;
         for (size_t e = 0; e < buf.dvp; ++e) acc[e] += a[e] * w;
       }
       WriteRow(p, rows, r, M, l, acc);
