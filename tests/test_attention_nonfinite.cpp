@@ -19,6 +19,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <iostream>
 #include <limits>
 #include <sstream>
 #include <string>
@@ -400,6 +401,17 @@ TEST_P(NonFinite, MaskedKeysAreNotRead) {
             << ", threads " << threads;
     }
   }
+}
+
+// The experiments above run on each of these; the pin must take.
+TEST(NonFiniteTargets, EachTargetIsPinned) {
+  std::string listed;
+  for (const std::string& t : targets()) {
+    PinTarget pin(t);
+    EXPECT_EQ(jomoim::active_simd_target(), t);
+    listed += " " + t;
+  }
+  std::cout << "SIMD targets:" << listed << "\n";
 }
 
 NfCase C(std::string name, I64 B, I64 Hq, I64 Hkv, I64 Nq, I64 Nk, I64 D, I64 Dv) {
