@@ -224,6 +224,42 @@ TEST(Ring, Causal) {
   run_case({1, 1, 1, 129, 129, 32, 40}, true);  // Dv != D, odd length crossing tiles
 }
 
+// The non-finite rule (docs/nonfinite.md) through the merge by lse: a NaN query row and a NaN
+// key make the rows that see them NaN (out and lse), a NaN value component only that component
+// of the rows that see it, and infinities in a key only the last row sees change no other row.
+// Compared NaN for NaN with the float64 reference, which obeys the rule (test_attention_nonfinite).
+TEST(Ring, NonFiniteInputsFollowTheRule) {
+  const I64 N = 64, D = 16, H = 2;
+  Case c = make({1, H, H, N, N, D, D});
+  c.causal = true;
+  c.want_probs = false;
+  Inputs s = build(c, seed_of("ring_nonfinite"));
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  auto at = [&](I64 h, I64 i, I64 d) { return std::size_t((h * N + i) * D + d); };
+  s.Q[at(0, 40, 3)] = nan;  // query row 40 of head 0
+  s.K[at(1, 50, 0)] = nan;  // key 50 of head 1: rows 50.. of head 1
+  s.V[at(0, 30, 5)] = nan;  // value 30 of head 0, component 5: rows 30.. of head 0
+  for (I64 d = 0; d < D; ++d) s.K[at(0, N - 1, d)] = s.V[at(0, N - 1, d)] = inf;  // only row N-1 sees it
+  const auto ref = jomoim::attention_reference(jomoim::ConstTensor4::contiguous(s.Q.data(), {1, H, N, D}),
+                                               jomoim::ConstTensor4::contiguous(s.K.data(), {1, H, N, D}),
+                                               jomoim::ConstTensor4::contiguous(s.V.data(), {1, H, N, D}),
+                                               s.options());
+  const RingRun r = run_ring(s, true, 1);
+  const std::vector<I64> g = global_rows(N);
+  auto same = [](double want, double got) {
+    return std::isnan(want) ? std::isnan(got) : std::abs(want - got) <= 1e-4 * (1 + std::abs(want));
+  };
+  for (I64 h = 0; h < H; ++h)
+    for (std::size_t li = 0; li < g.size(); ++li) {
+      const std::size_t row = std::size_t(h * N + g[li]), lrow = std::size_t(h) * g.size() + li;
+      EXPECT_TRUE(same(ref.lse[row], r.lse[lrow])) << "lse, head " << h << ", row " << g[li] << ": " << ref.lse[row]
+                                                   << " vs " << r.lse[lrow];
+      for (I64 e = 0; e < D; ++e)
+        EXPECT_TRUE(same(ref.out[row * D + std::size_t(e)], r.out[lrow * D + std::size_t(e)]))
+            << "out, head " << h << ", row " << g[li] << ", component " << e;
+    }
+}
+
 TEST(Ring, ShortSequences) {  // N < 2P: empty chunks on some ranks
   for (I64 N : {0, 1, 2, 3, 5, 7})
     for (bool causal : {false, true}) run_case({2, 2, 1, N, N, 8, 4}, causal);

@@ -70,10 +70,15 @@ constexpr float kLn2 = 0.69314718055994530942f;
 // bits, whose shift by 23 is n's exponent increment (two's complement wraps correctly). The
 // clamp at -127 makes -inf exactly +0 (n = -127, f = 0); x in (-127, -126) gives a denormal
 // of about the right size. 14 operations against about 25 for a general exp. A NaN stays NaN
-// (x86 max returns its second operand when one is NaN).
+// (docs/nonfinite.md): x86's max returns its second operand when one is NaN, so the clamp is one
+// Max there; Highway's emulated targets return the number, so they compare and select.
 HWY_INLINE VF Exp2NonPositive(DF df, VF x) {
   const hn::RebindToSigned<DF> di;
+#if HWY_TARGET == HWY_EMU128 || HWY_TARGET == HWY_SCALAR
+  x = hn::IfThenElse(hn::Lt(x, hn::Set(df, -127.0f)), hn::Set(df, -127.0f), x);
+#else
   x = hn::Max(hn::Set(df, -127.0f), x);
+#endif
   const VF magic = hn::Set(df, 12582912.0f);
   const VF shifted = hn::Add(x, magic);
   const VF f = hn::Sub(x, hn::Sub(shifted, magic));
@@ -511,10 +516,19 @@ struct Tiled {
     for (std::int64_t d = 0; d < D; ++d) std::fill(buf.qt + d * kBlockQ + rows.n, buf.qt + d * kBlockQ + buf.cols, 0.0f);
   }
 
+  // Whether row r sees key `key` (absolute index): not cut by causality or key lengths, and no
+  // -inf bias. Used off the hot path only (tiles with masked entries and non-finite values).
+  static inline bool Sees(const Problem& p, const Rows& rows, std::int64_t r, std::int64_t key) {
+    if (key >= rows.visible[r]) return false;
+    return !p.has_bias || p.bias(rows.b, rows.head[r], rows.pos[r], key) != kNegInf;
+  }
+
   // Scores of the keys [t0, t0 + tl) for every row, as S^T, in base-2 units:
   // st[j][r] = log2(e) (scale q_r . k_j + bias),
-  // and -inf where the key is masked for the row. Queries must already be packed.
-  static inline void TileScores(const Problem& p, const Rows& rows, std::int64_t t0, std::int64_t tl, const Buffers& buf) {
+  // and -inf where the key is masked for the row, whatever K holds there (a -inf bias is a
+  // select, not an add: -inf + NaN would be NaN). Queries must already be packed. Returns the
+  // first key (in the tile) that some row does not see, tl when every row sees the whole tile.
+  static inline std::int64_t TileScores(const Problem& p, const Rows& rows, std::int64_t t0, std::int64_t tl, const Buffers& buf) {
     const AttentionShape& s = p.s;
     const std::int64_t D = s.D;
     const float* kbase = p.k.data + rows.b * p.k.strides[0] + rows.g * p.k.strides[1] + t0 * p.k.strides[2];
@@ -531,9 +545,10 @@ struct Tiled {
     // Bias and masks; in row layout also the padding past tl, so rows are whole vectors. Nothing
     // to do in S^T layout for a tile that every row sees whole, without a bias (otherwise a walk
     // over the block's rows for every tile: 16 K row visits per wide block at N = 4096).
-    if (!buf.direct && !p.has_bias && t0 + tl <= rows.min_visible) return;
+    if (!buf.direct && !p.has_bias && t0 + tl <= rows.min_visible) return tl;
     const PLayout pl = buf.layout();
     const std::int64_t stop = buf.direct ? kBlockK : tl;
+    std::int64_t first_masked = std::clamp<std::int64_t>(rows.min_visible - t0, 0, tl);
     for (std::int64_t r = 0; r < rows.n; ++r) {
       float* sr = buf.st + r * pl.pr;
       const std::int64_t end = std::clamp<std::int64_t>(rows.visible[r] - t0, 0, tl);
@@ -541,10 +556,19 @@ struct Tiled {
         const float* brow = p.bias.data + rows.b * p.bias.strides[0] + rows.head[r] * p.bias.strides[1] +
                             rows.pos[r] * p.bias.strides[2] + t0 * p.bias.strides[3];
         const std::int64_t bs = p.bias.strides[3];
-        for (std::int64_t j = 0; j < end; ++j) sr[j * pl.pj] += kLog2e * brow[j * bs];
+        for (std::int64_t j = 0; j < end; ++j) {
+          const float bias = brow[j * bs];
+          if (bias == kNegInf) {
+            sr[j * pl.pj] = kNegInf;
+            first_masked = std::min(first_masked, j);
+          } else {
+            sr[j * pl.pj] += kLog2e * bias;
+          }
+        }
       }
       for (std::int64_t j = end; j < stop; ++j) sr[j * pl.pj] = kNegInf;
     }
+    return first_masked;
   }
 
   // Online softmax step over one tile of S^T [tl, cols], vectorised across rows:
@@ -598,8 +622,8 @@ struct Tiled {
     for (std::int64_t r = 0; r < n; ++r) {
       float* sr = buf.st + r * kBlockK;
       const float m_new = std::max(buf.m[r], MaxOf(sr, kBlockK));
-      if (m_new == kNegInf) {  // nothing visible yet: p = 0, alpha = 1
-        std::fill(sr, sr + kBlockK, 0.0f);
+      if (m_new == kNegInf) {  // nothing visible yet: p = 0 (NaN for a NaN score), alpha = 1
+        buf.l[r] += ExpShiftedSum(sr, kBlockK, 0.0f);
         buf.alpha[r] = 1.0f;
         continue;
       }
@@ -629,7 +653,7 @@ struct Tiled {
     const bool direct_v = p.v.strides[3] == 1 && (value_t || size_t(s.Dv) == buf.dvp);
     for (std::int64_t t0 = k0; t0 < k1; t0 += kBlockK) {
       const std::int64_t tl = std::min<std::int64_t>(kBlockK, k1 - t0);
-      TileScores(p, rows, t0, tl, buf);
+      const std::int64_t first_masked = TileScores(p, rows, t0, tl, buf);
       if (buf.direct) {
         SoftmaxStepRows(buf, rows.n);
       } else {
@@ -652,12 +676,75 @@ struct Tiled {
         vrows = buf.vp;
         ldv = std::ptrdiff_t(buf.dvp);
       }
+      // A masked entry has p = 0, and 0 x NaN would be NaN: a tile with masked entries whose
+      // values are not all finite takes the exact path (docs/nonfinite.md).
+      const bool exact = first_masked < tl && !ValuesFinite(vrows, ldv, s.Dv, first_masked, tl);
+      if (exact) {
+        vrows = FiniteValues(p, rows, t0, tl, buf);
+        ldv = std::ptrdiff_t(buf.dvp);
+      }
       if (!value_t) {
         ValueTile(buf.st, buf.layout(), size_t(rows.n), vrows, ldv, size_t(tl), buf.acc, buf.dvp);
       } else {
         ValueTileT(buf.st, buf.cols, vrows, ldv, size_t(tl), buf.acct, size_t(s.Dv), buf.alpha);
       }
+      if (exact) AddNonFiniteValues(p, rows, t0, tl, buf);
     }
+  }
+
+  // Whether V rows [j0, j1) of the tile (row stride ldv, unit element stride) are all finite:
+  // x * 0 is 0 for a finite x and NaN otherwise, so one MulAdd per vector, in four independent
+  // chains (one chain would be bound by the FMA latency).
+  static inline bool ValuesFinite(const float* v, std::ptrdiff_t ldv, std::int64_t Dv, std::int64_t j0,
+                                  std::int64_t j1) {
+    const DF df;
+    const std::int64_t L = std::int64_t(hn::Lanes(df));
+    const VF zero = hn::Zero(df);
+    VF acc[4] = {zero, zero, zero, zero};
+    float tail = 0.0f;
+    for (std::int64_t j = j0; j < j1; ++j) {
+      const float* vr = v + j * ldv;
+      std::int64_t e = 0;
+      for (; e + 4 * L <= Dv; e += 4 * L)
+        for (std::int64_t c = 0; c < 4; ++c) acc[c] = hn::MulAdd(hn::LoadU(df, vr + e + c * L), zero, acc[c]);
+      for (; e + L <= Dv; e += L) acc[0] = hn::MulAdd(hn::LoadU(df, vr + e), zero, acc[0]);
+      for (; e < Dv; ++e) tail += vr[e] * 0.0f;
+    }
+    const VF all = hn::Add(hn::Add(acc[0], acc[1]), hn::Add(hn::Add(acc[2], acc[3]), hn::Set(df, tail)));
+    return hn::AllTrue(df, hn::Eq(all, zero));
+  }
+
+  // V [tl, dvp] of the tile into buf.vp with its non-finite entries replaced by 0 (the product
+  // then adds exactly what it adds for masked entries with finite junk: nothing).
+  static inline const float* FiniteValues(const Problem& p, const Rows& rows, std::int64_t t0, std::int64_t tl,
+                                          const Buffers& buf) {
+    for (std::int64_t j = 0; j < tl; ++j) {
+      float* dst = buf.vp + j * buf.dvp;
+      for (std::int64_t e = 0; e < p.s.Dv; ++e) {
+        const float x = p.v(rows.b, rows.g, t0 + j, e);
+        dst[e] = std::isfinite(x) ? x : 0.0f;
+      }
+      std::fill(dst + p.s.Dv, dst + buf.dvp, 0.0f);
+    }
+    return buf.vp;
+  }
+
+  // Each non-finite V entry (j, e) of the tile, times p[r][j], into output column e of the rows
+  // that see key j (NaN or infinity there, as IEEE arithmetic gives it; nothing for the others).
+  static inline void AddNonFiniteValues(const Problem& p, const Rows& rows, std::int64_t t0, std::int64_t tl,
+                                        const Buffers& buf) {
+    const PLayout pl = buf.layout();
+    for (std::int64_t j = 0; j < tl; ++j)
+      for (std::int64_t e = 0; e < p.s.Dv; ++e) {
+        const float x = p.v(rows.b, rows.g, t0 + j, e);
+        if (std::isfinite(x)) continue;
+        for (std::int64_t r = 0; r < rows.n; ++r) {
+          if (!Sees(p, rows, r, t0 + j)) continue;
+          const float add = buf.st[size_t(r) * pl.pr + size_t(j) * pl.pj] * x;
+          float& o = buf.values_transposed() ? buf.acct[e * kBlockQ + r] : buf.acc[r * std::int64_t(buf.dvp) + e];
+          o += add;
+        }
+      }
   }
 
   // O^T (wide blocks) into acc [rows, dvp], for the general writer and for partial results.
@@ -676,12 +763,13 @@ struct Tiled {
     for (std::int64_t r = 0; r < rows.n; ++r) std::fill(buf.acc + r * buf.dvp + Dv, buf.acc + (r + 1) * buf.dvp, 0.0f);
   }
 
-  // 1 / l, and 0 for a row that saw no key (its output is zeros).
-  static inline float InverseSum(float l) { return l > 0 ? 1.0f / l : 0.0f; }
+  // 1 / l, and 0 for a row that saw no key (its output is zeros). A NaN l (a NaN or +inf
+  // score) gives NaN: the whole row is NaN.
+  static inline float InverseSum(float l) { return l == 0 ? 0.0f : 1.0f / l; }
 
-  // lse = m + log(l) (m is in base 2), -inf for a row that saw no key.
+  // lse = m + log(l) (m is in base 2), -inf for a row that saw no key, NaN for a NaN l.
   static inline void WriteLse(const Problem& p, const Rows& rows, std::int64_t r, float m, float l) {
-    if (p.has_lse) p.lse(rows.b, rows.head[r], rows.pos[r]) = l > 0 ? m * kLn2 + std::log(l) : kNegInf;
+    if (p.has_lse) p.lse(rows.b, rows.head[r], rows.pos[r]) = l == 0 ? kNegInf : m * kLn2 + std::log(l);
   }
 
   static inline float* OutRow(const Problem& p, const Rows& rows, std::int64_t r) {
@@ -765,6 +853,11 @@ struct Tiled {
         const std::int64_t ps = p.probs.strides[3];
         const PLayout pl = buf.layout();
         const bool zero = !any_visible || buf.l[r] == 0;
+        if (std::isnan(buf.l[r])) {  // a NaN row: NaN where it sees a key, 0 where masked
+          for (std::int64_t j = 0; j < tl; ++j)
+            prow[j * ps] = Sees(p, rows, r, t0 + j) ? std::numeric_limits<float>::quiet_NaN() : 0.0f;
+          continue;
+        }
         for (std::int64_t j = 0; j < tl; ++j) prow[j * ps] = zero ? 0.0f : buf.st[r * pl.pr + j * pl.pj];
       }
     }
@@ -816,15 +909,17 @@ struct Tiled {
       float* acc = buf.acc;
       std::fill(acc, acc + buf.dvp, 0.0f);
       float l = 0;
-      if (M != kNegInf) {
-        for (std::int64_t sp = 0; sp < plan.splits; ++sp) {
-          const size_t at = size_t(item * plan.splits + sp) * kBlockQ + r;
-          if (parts.l[at] == 0) continue;
-          const float w = std::exp2(parts.m[at] - M);
-          l += parts.l[at] * w;
-          const float* a = parts.acc.data() + at * parts.dvp;
-          for (size_t e = 0; e < buf.dvp; ++e) acc[e] += a[e] * w;
+      for (std::int64_t sp = 0; sp < plan.splits; ++sp) {
+        const size_t at = size_t(item * plan.splits + sp) * kBlockQ + r;
+        const float* a = parts.acc.data() + at * parts.dvp;
+        if (parts.l[at] == 0) {  // no key seen, or only -inf scores: a is 0, or NaN where 0 x NaN
+          for (size_t e = 0; e < buf.dvp; ++e) acc[e] += a[e];
+          continue;
         }
+        // A split with l != 0 and m = -inf saw only NaN scores (l is NaN): weight 1 keeps it.
+        const float w = parts.m[at] == kNegInf ? 1.0f : std::exp2(parts.m[at] - M);
+        l += parts.l[at] * w;
+        for (size_t e = 0; e < buf.dvp; ++e) acc[e] += a[e] * w;
       }
       WriteRow(p, rows, r, M, l, acc);
     }

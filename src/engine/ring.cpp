@@ -70,6 +70,9 @@ struct Scratch {
 
 // Merges block results out_blk [gB, Hq, n, Dv], lse_blk [gB, Hq, n] (rows i0.. of batch b0..)
 // into the running result at local rows q_off + i0 ...
+// Non-finite inputs (docs/nonfinite.md): a block's lse is -inf when the row saw none of its keys
+// (zeros) or only -inf scores (NaN components kept, nothing else); a NaN lse (a NaN score) makes
+// the weights and so the whole row NaN; a NaN component stays NaN through ca * o + cb * ob.
 void merge(const Problem& p, Accum& acc, I64 b0, I64 gB, I64 row0, I64 n, const float* out_blk,
            const float* lse_blk) {
   for (I64 b = 0; b < gB; ++b)
@@ -77,13 +80,17 @@ void merge(const Problem& p, Accum& acc, I64 b0, I64 gB, I64 row0, I64 n, const 
       for (I64 i = 0; i < n; ++i) {
         const I64 blk_row = (b * p.Hq + h) * n + i;
         const double lb = lse_blk[blk_row];
-        if (lb == kNegInf) continue;  // the block saw no key for this row
         const I64 row = ((b0 + b) * p.Hq + h) * acc.nq + row0 + i;
         double* o = acc.out.data() + row * p.Dv;
         const float* ob = out_blk + blk_row * p.Dv;
         double& la = acc.lse[std::size_t(row)];
+        if (lb == kNegInf) {  // the block saw no key for this row, or only -inf scores: weight 0,
+          for (I64 e = 0; e < p.Dv; ++e)  // but its 0 x NaN stays NaN
+            if (std::isnan(ob[e])) o[e] = ob[e];
+          continue;
+        }
         if (la == kNegInf) {
-          for (I64 e = 0; e < p.Dv; ++e) o[e] = ob[e];
+          for (I64 e = 0; e < p.Dv; ++e) o[e] = std::isnan(o[e]) ? o[e] : double(ob[e]);
           la = lb;
           continue;
         }
