@@ -1,4 +1,4 @@
-// test_attention_nonfinite.cpp — the non-finite rule of docs/nonfinite.md on every path.
+// test_attention_nonfinite.cpp — the non-finite rule of docs/design.md, "Non-finite inputs" on every path.
 //
 // What is here: a table of named shapes, one per path of the kernel (direct/decode with and
 // without key splits, 64 x 256 and 32 x 32 tiles, wide O^T blocks, stacked GQA heads, causal

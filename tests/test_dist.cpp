@@ -224,7 +224,7 @@ TEST(Ring, Causal) {
   run_case({1, 1, 1, 129, 129, 32, 40}, true);  // Dv != D, odd length crossing tiles
 }
 
-// The non-finite rule (docs/nonfinite.md) through the merge by lse: a NaN query row and a NaN
+// The non-finite rule (docs/design.md, "Non-finite inputs") through the merge by lse: a NaN query row and a NaN
 // key make the rows that see them NaN (out and lse), a NaN value component only that component
 // of the rows that see it, and infinities in a key only the last row sees change no other row.
 // Compared NaN for NaN with the float64 reference, which obeys the rule (test_attention_nonfinite).

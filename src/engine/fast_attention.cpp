@@ -70,7 +70,7 @@ constexpr float kLn2 = 0.69314718055994530942f;
 // bits, whose shift by 23 is n's exponent increment (two's complement wraps correctly). The
 // clamp at -127 makes -inf exactly +0 (n = -127, f = 0); x in (-127, -126) gives a denormal
 // of about the right size. 14 operations against about 25 for a general exp. A NaN stays NaN
-// (docs/nonfinite.md): x86's max returns its second operand when one is NaN, so the clamp is one
+// (docs/design.md, "Non-finite inputs"): x86's max returns its second operand when one is NaN, so the clamp is one
 // Max there; Highway's emulated targets return the number, so they compare and select.
 HWY_INLINE VF Exp2NonPositive(DF df, VF x) {
   const hn::RebindToSigned<DF> di;
@@ -677,7 +677,7 @@ struct Tiled {
         ldv = std::ptrdiff_t(buf.dvp);
       }
       // A masked entry has p = 0, and 0 x NaN would be NaN: a tile with masked entries whose
-      // values are not all finite takes the exact path (docs/nonfinite.md).
+      // values are not all finite takes the exact path (docs/design.md, "Non-finite inputs").
       const bool exact = first_masked < tl && !ValuesFinite(vrows, ldv, s.Dv, first_masked, tl);
       if (exact) {
         vrows = FiniteValues(p, rows, t0, tl, buf);

@@ -22,7 +22,7 @@ ReferenceResult attention_reference(ConstTensor4 q_in, ConstTensor4 k_in, ConstT
   std::vector<double> score(Nk);        // one row of scores: [Nk]
   std::vector<char> seen(Nk);           // whether the row sees key j: [Nk]
 
-  // Non-finite inputs follow docs/nonfinite.md: keys a row does not see are never read; a NaN
+  // Non-finite inputs follow docs/design.md, "Non-finite inputs": keys a row does not see are never read; a NaN
   // (or +inf) score makes the row's output and lse NaN, as IEEE arithmetic gives it; a NaN in a
   // seen value makes the output components it feeds NaN (0 x NaN included).
   for (std::int64_t b = 0; b < B; ++b)

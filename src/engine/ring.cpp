@@ -70,7 +70,7 @@ struct Scratch {
 
 // Merges block results out_blk [gB, Hq, n, Dv], lse_blk [gB, Hq, n] (rows i0.. of batch b0..)
 // into the running result at local rows q_off + i0 ...
-// Non-finite inputs (docs/nonfinite.md): a block's lse is -inf when the row saw none of its keys
+// Non-finite inputs (docs/design.md, "Non-finite inputs"): a block's lse is -inf when the row saw none of its keys
 // (zeros) or only -inf scores (NaN components kept, nothing else); a NaN lse (a NaN score) makes
 // the weights and so the whole row NaN; a NaN component stays NaN through ca * o + cb * ob.
 void merge(const Problem& p, Accum& acc, I64 b0, I64 gB, I64 row0, I64 n, const float* out_blk,
