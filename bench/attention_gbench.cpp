@@ -1,11 +1,13 @@
 // attention_gbench.cpp — Google Benchmark program for jomoim::attention on the shapes of the
-// benchmark table (BENCHMARKS.md): the forward pass, fp32, paper layout, every core.
+// benchmark table (BENCHMARKS.md): the forward pass, fp32, paper layout, every core. The shapes
+// and the check problem are cases of the shared table (bench/cases/attention_cases.hpp: kGbench,
+// kGbenchBackward, kGbenchCheck).
 //
 //   build-bench/attention_gbench                          all shapes
 //   build-bench/attention_gbench --benchmark_filter=decode --target=AVX2
 //
 // Before any timing, main() checks the engine against the float64 reference on a small GQA
-// causal problem and exits 1 if they disagree: a fast wrong kernel is not a result. Counters,
+// causal problem (Nq != Nk) and exits 1 if they disagree: a fast wrong kernel is not a result. Counters,
 // shown per second: FLOP = jomoim::attention_flops (2*B*Hq*Nq*Nk*(D+Dv), halved for causal),
 // bytes = q, k, v read once plus out written once. Times are wall-clock (UseRealTime), since the
 // engine runs on several threads. Not a test: nothing asserts a time.
@@ -19,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "attention_cases.hpp"
 #include "jomoim/engine/attention.hpp"
 #include "jomoim/engine/simd.hpp"
 
@@ -27,6 +30,7 @@ namespace {
 using jomoim::ConstTensor4;
 using jomoim::Tensor4;
 using Index = std::int64_t;
+namespace cases = jomoim::cases;
 
 struct Inputs {
   std::vector<float> q, k, v, out;
@@ -70,21 +74,25 @@ void BM_attention(benchmark::State& state) {
   state.SetLabel(jomoim::active_simd_target());
 }
 
+// A case as the Args of a run, (B, Hq, Hkv, Nq, Nk, D, causal): the names of the runs. The cases
+// of the benchmarks have Dv = D (Inputs makes v as wide as k).
+std::vector<std::int64_t> args_of(const cases::Case& c) {
+  return {c.n.B, c.n.Hq, c.n.Hkv, c.n.Nq, c.n.Nk, c.n.D, c.causal ? 1 : 0};
+}
+
+// The shapes of the benchmark table, each without and with the causal mask (Nq > 1).
 void shapes(benchmark::internal::Benchmark* b) {
   b->ArgNames({"B", "Hq", "Hkv", "Nq", "Nk", "D", "causal"});
-  // (B, H, N, D) of the benchmark table, each without and with the causal mask.
-  const Index square[][4] = {{1, 12, 128, 64},  {1, 12, 512, 64},   {1, 12, 1024, 64},
-                             {1, 12, 2048, 64}, {1, 32, 4096, 128}, {4, 8, 256, 64}};
-  for (const auto& s : square)
-    for (Index causal : {0, 1}) b->Args({s[0], s[1], s[1], s[2], s[2], s[3], causal});
+  for (const cases::Case& c : cases::used_by(cases::kGbench))
+    if (c.n.Nq > 1) b->Args(args_of(c));
 }
 BENCHMARK(BM_attention)->Apply(shapes)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 // Decode: one new query row against a 4096-entry KV cache, multi-head and grouped-query.
 void decode_shapes(benchmark::internal::Benchmark* b) {
   b->ArgNames({"B", "Hq", "Hkv", "Nq", "Nk", "D", "causal"});
-  b->Args({1, 32, 32, 1, 4096, 128, 0});
-  b->Args({1, 32, 8, 1, 4096, 128, 0});
+  for (const cases::Case& c : cases::used_by(cases::kGbench))
+    if (c.n.Nq == 1) b->Args(args_of(c));
 }
 BENCHMARK(BM_attention)
     ->Name("BM_attention_decode")
@@ -120,20 +128,24 @@ void BM_attention_backward(benchmark::State& state) {
                                               benchmark::Counter::kIsIterationInvariantRate);
   state.SetLabel(jomoim::active_simd_target());
 }
+void backward_shapes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"B", "Hq", "Hkv", "Nq", "Nk", "D", "causal"});
+  for (const cases::Case& c : cases::used_by(cases::kGbenchBackward)) b->Args(args_of(c));
+}
 BENCHMARK(BM_attention_backward)
-    ->ArgNames({"B", "Hq", "Hkv", "Nq", "Nk", "D", "causal"})
-    ->Args({1, 12, 12, 512, 512, 64, 0})
-    ->Args({1, 12, 12, 512, 512, 64, 1})
+    ->Apply(backward_shapes)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 
-// The engine against the float64 reference on a small grouped-query causal problem with
-// Nq != Nk. Tolerance: float32's worst-case rounding of this computation (see cmd_bench.cpp),
-// eps * (2*D*S + 2*Nk + 16) with |score| <= S = D * scale for inputs in [-1, 1).
+// The engine against the float64 reference on the case marked kGbenchCheck (a small grouped-query
+// causal problem with Nq != Nk). Tolerance: float32's worst-case rounding of this computation
+// (see apps/jomoim/bench/check.cpp), eps * (2*D*S + 2*Nk + 16) with |score| <= S = D * scale for
+// inputs in [-1, 1).
 bool engine_matches_reference() {
-  Inputs in(2, 4, 2, 70, 90, 64);
+  const cases::Case& c = cases::used_by(cases::kGbenchCheck).at(0);
+  Inputs in(c.n.B, c.n.Hq, c.n.Hkv, c.n.Nq, c.n.Nk, c.n.D);
   jomoim::AttentionOptions options;
-  options.causal = true;
+  options.causal = c.causal;
   jomoim::attention(in.qv(), in.kv(), in.vv(), in.outv(), options);
   const jomoim::ReferenceResult ref =
       jomoim::attention_reference(in.qv(), in.kv(), in.vv(), options);

@@ -6,6 +6,8 @@
 // tiled float32 model kernel that checks the tolerance is not too tight, and the comparison
 // that reports the worst element. What is not: anything the library uses; this file only sees
 // the public headers, so the masking rules below are restated from attention.hpp, not shared.
+// The cases themselves (shapes, options, layouts) are data in bench/cases/attention_cases.hpp,
+// the table the tests share with `jomoim bench --quick` and attention_gbench.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -24,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "attention_cases.hpp"
 #include "jomoim/engine/attention.hpp"
 #include "jomoim/engine/simd.hpp"
 #include "jomoim/core/tensor.hpp"
@@ -67,39 +70,11 @@ class Rng {
 };
 
 // ---------------------------------------------------------------------------------------------
-// Memory layouts. A layout says how a logical [d0, d1, d2, d3] (or rank-3) tensor is laid out in
-// its buffer; the view handed to the library reads it through strides, never through a copy.
+// Memory layouts (attention_cases.hpp): how a logical [d0, d1, d2, d3] (or rank-3) tensor is laid
+// out in its buffer; the view handed to the library reads it through strides, never a copy.
 
-struct Layout {
-  std::string name = "contig";
-  std::array<int, 4> order{0, 1, 2, 3};  // logical dims in memory order, outermost first
-  I64 pad = 0;                           // unused elements after each dimension (gaps)
-  I64 elem_stride = 1;                   // stride of the innermost memory dimension
-  unsigned reverse = 0;                  // bit d: logical dim d has a negative stride
-  unsigned broadcast = 0;                // bit d: logical dim d has stride 0 (inputs only)
-};
-
-namespace layouts {
-inline Layout contig() { return {}; }
-inline Layout padded() { Layout l; l.name = "padded"; l.pad = 3; return l; }
-// [B, N, H, D] memory viewed as [B, H, N, D] (the usual "qkv interleaved" layout).
-inline Layout bnhd() { Layout l; l.name = "bnhd"; l.order = {0, 2, 1, 3}; return l; }
-// [B, H, D, N] memory: the natural column-matrix storage of the 3b1b notation.
-inline Layout cols() { Layout l; l.name = "cols"; l.order = {0, 1, 3, 2}; return l; }
-inline Layout reversed() { Layout l; l.name = "reversed"; l.reverse = 0b1100; l.pad = 1; return l; }
-// Only the sequence dimension runs backwards: rows keep unit element stride (negative row stride).
-inline Layout flipped() { Layout l; l.name = "flipped"; l.reverse = 0b0100; return l; }
-inline Layout strided() { Layout l; l.name = "strided"; l.elem_stride = 2; return l; }
-inline Layout bcast_heads() { Layout l; l.name = "bcasth"; l.broadcast = 0b10; return l; }
-inline Layout bcast_batch() { Layout l; l.name = "bcastb"; l.broadcast = 0b01; return l; }
-inline Layout scrambled() {
-  Layout l; l.name = "scrambled"; l.order = {2, 0, 3, 1}; l.pad = 2; l.reverse = 0b0101; return l;
-}
-// Rank 3 (lse).
-inline Layout lse_strided() { Layout l; l.name = "strided"; l.elem_stride = 3; l.pad = 1; return l; }
-inline Layout lse_reversed() { Layout l; l.name = "reversed"; l.reverse = 0b110; return l; }
-inline Layout lse_transposed() { Layout l; l.name = "transposed"; l.order = {2, 0, 1, 3}; return l; }
-}  // namespace layouts
+using jomoim::cases::Layout;
+namespace layouts = jomoim::cases::layouts;
 
 // Guard and poison value: a quiet NaN with a payload arithmetic never produces. Whole buffers are
 // filled with it; output elements must be overwritten, every other element must keep its bits.
@@ -216,74 +191,17 @@ template <std::size_t R>
 }
 
 // ---------------------------------------------------------------------------------------------
-// A test case: shapes, options and layouts. Cases are data; test_attention.cpp builds the table.
+// A test case: shapes, options and layouts, from the shared table (attention_cases.hpp, which
+// also prints a case by its name for gtest).
 
-struct Dims {
-  I64 B = 1, Hq = 1, Hkv = 1, Nq = 1, Nk = 1, D = 8, Dv = 8;
-};
-
-enum class BiasKind { none, full, rows, keys, heads };  // shapes: see bias_shape()
-enum class BiasMask { none, random, prefix };  // -inf entries: random incl. whole rows; or keys j < 0.6 Nk
-enum class KeyLens { none, mixed, full, zero };
-
-inline const char* name(BiasKind k) {
-  switch (k) {
-    case BiasKind::none: return "none";
-    case BiasKind::full: return "full";
-    case BiasKind::rows: return "rows";
-    case BiasKind::keys: return "keys";
-    case BiasKind::heads: return "heads";
-  }
-  return "?";
-}
-inline const char* name(BiasMask m) {
-  return m == BiasMask::none ? "none" : m == BiasMask::random ? "random" : "prefix";
-}
-inline const char* name(KeyLens k) {
-  switch (k) {
-    case KeyLens::none: return "none";
-    case KeyLens::mixed: return "mixed";
-    case KeyLens::full: return "full";
-    case KeyLens::zero: return "zero";
-  }
-  return "?";
-}
-
-struct Case {
-  std::string name;
-  Dims n;
-  bool causal = false;
-  std::optional<float> scale;
-  Notation notation = Notation::paper;
-  BiasKind bias = BiasKind::none;
-  BiasMask bias_mask = BiasMask::none;
-  KeyLens key_lengths = KeyLens::none;
-  float amp = 1;    // q and k uniform in [-amp, amp); amp = 55 puts scores in the +-1000s
-  float v_amp = 1;  // v uniform in [-v_amp, v_amp)
-  Layout q_layout, k_layout, v_layout, bias_layout, out_layout, probs_layout;
-  Layout lse_layout;
-  bool want_lse = true, want_probs = true;
-  std::vector<int> threads{1, 2};
-};
-
-// A case with the given dimensions and every other setting at its default.
-inline Case make(Dims n) {
-  Case c;
-  c.n = n;
-  return c;
-}
-
-inline void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
-
-// [B, Hq, Nq, Nk] with the broadcast dimensions of the kind set to 1.
-inline std::array<I64, 4> bias_shape(BiasKind k, const Dims& n) {
-  switch (k) {
-    case BiasKind::rows: return {1, 1, n.Nq, n.Nk};
-    case BiasKind::keys: return {n.B, 1, 1, n.Nk};
-    case BiasKind::heads: return {1, n.Hq, 1, 1};
-    default: return {n.B, n.Hq, n.Nq, n.Nk};
-  }
-}
+using jomoim::cases::BiasKind;
+using jomoim::cases::BiasMask;
+using jomoim::cases::bias_shape;
+using jomoim::cases::Case;
+using jomoim::cases::Dims;
+using jomoim::cases::KeyLens;
+using jomoim::cases::make;
+using jomoim::cases::name;
 
 // ---------------------------------------------------------------------------------------------
 // The inputs of one call, in their layouts, plus C-order copies (paper layout) for the naive
@@ -386,19 +304,7 @@ inline Inputs build(const Case& c, std::uint64_t seed) {
       b.buf[b.offset(i)] = x;
     });
   }
-  switch (c.key_lengths) {
-    case KeyLens::none: break;
-    case KeyLens::full: s.key_lengths.assign(std::size_t(n.B), n.Nk); break;
-    case KeyLens::zero: s.key_lengths.assign(std::size_t(n.B), 0); break;
-    case KeyLens::mixed:
-      // batch 0: random in [1, Nk]; then 0, Nk, 1, Nk - 1, random in [0, Nk], ...
-      for (I64 b = 0; b < n.B; ++b) {
-        const I64 pattern[] = {1 + rng.below(n.Nk), 0, n.Nk, std::min<I64>(1, n.Nk),
-                               std::max<I64>(n.Nk - 1, 0), rng.below(n.Nk + 1)};
-        s.key_lengths.push_back(b == 0 ? std::min<I64>(pattern[0], n.Nk) : pattern[b % 6]);
-      }
-      break;
-  }
+  s.key_lengths = jomoim::cases::key_lengths_of(c.key_lengths, n.B, n.Nk, [&](I64 m) { return rng.below(m); });
   s.refresh();
   return s;
 }

@@ -1,0 +1,114 @@
+// workload.cpp — the bench's attention problems and their random inputs (see workload.hpp).
+#include "bench/workload.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+namespace jomoim::cli::bench {
+
+Workload Workload::from_case(const cases::Case& c, bool with_lse) {
+  if (!c.natural_memory())
+    throw Error("bench: case " + c.name + " needs memory layouts the bench does not lay out");
+  Workload w;
+  w.name = c.name;
+  w.B = c.n.B, w.Hq = c.n.Hq, w.Hkv = c.n.Hkv, w.Nq = c.n.Nq, w.Nk = c.n.Nk;
+  w.D = c.n.D, w.Dv = c.n.Dv;
+  w.causal = c.causal;
+  w.scale = c.scale;
+  w.notation = c.notation;
+  w.bias_kind = c.bias;
+  w.bias_mask = c.bias_mask;
+  w.key_kind = c.key_lengths;
+  w.with_lse = with_lse;
+  w.amp = c.amp;
+  return w;
+}
+
+void Workload::allocate(unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> uni(-1.f, 1.f);
+  auto fill = [&](std::vector<float>& x, Index n, float mul) {
+    x.resize(std::size_t(n));
+    for (float& e : x) e = mul * uni(rng);
+  };
+  fill(q, B * Hq * Nq * D, amp);
+  fill(k, B * Hkv * Nk * D, amp);
+  fill(v, B * Hkv * Nk * Dv, 1);
+  out.assign(std::size_t(B * Hq * Nq * Dv), 0.f);  // touched now: counted as inputs/outputs
+  if (with_lse) lse.assign(std::size_t(B * Hq * Nq), 0.f);
+  if (bias_kind != cases::BiasKind::none) {
+    const auto shape = cases::bias_shape(bias_kind, {B, Hq, Hkv, Nq, Nk, D, Dv});
+    fill(bias, shape[0] * shape[1] * shape[2] * shape[3], 2);
+    if (bias_mask == cases::BiasMask::random) {
+      std::bernoulli_distribution masked(0.2);
+      for (float& e : bias)
+        if (masked(rng)) e = -INFINITY;
+      // One row with every key masked: it must come out as zeros and lse = -inf.
+      if (shape[2] == Nq && Nq > 0)
+        for (Index j = 0; j < Nk; ++j) bias[std::size_t((Nq / 2) * Nk + j)] = -INFINITY;
+    } else if (bias_mask == cases::BiasMask::prefix) {
+      for (std::size_t e = 0; e < bias.size(); ++e)
+        if (double(Index(e) % Nk) < 0.6 * double(Nk)) bias[e] = -INFINITY;
+    }
+  }
+  if (key_kind != cases::KeyLens::none)
+    key_lengths = cases::key_lengths_of(key_kind, B, Nk, [&](Index n) {
+      return n <= 0 ? Index(0) : Index(rng() % std::uint64_t(n));
+    });
+}
+
+ConstTensor4 Workload::view(const std::vector<float>& x, Index H, Index N, Index E) const {
+  return notation == Notation::paper ? ConstTensor4::contiguous(x.data(), {B, H, N, E})
+                                     : ConstTensor4::contiguous(x.data(), {B, H, E, N});
+}
+
+Tensor4 Workload::outv() {
+  return notation == Notation::paper ? Tensor4::contiguous(out.data(), {B, Hq, Nq, Dv})
+                                     : Tensor4::contiguous(out.data(), {B, Hq, Dv, Nq});
+}
+
+ConstTensor4 Workload::out_paper() const {
+  const ConstTensor4 o = view(out, Hq, Nq, Dv);
+  return notation == Notation::paper ? o : o.transposed(2, 3);
+}
+
+AttentionOptions Workload::options(int threads) {
+  AttentionOptions o;
+  o.causal = causal;
+  o.scale = scale;
+  o.notation = notation;
+  o.threads = threads;
+  if (bias_kind != cases::BiasKind::none) {
+    ConstTensor4 b = ConstTensor4::contiguous(
+        bias.data(), cases::bias_shape(bias_kind, {B, Hq, Hkv, Nq, Nk, D, Dv}));
+    for (int d = 0; d < 4; ++d)
+      if (b.shape[d] == 1) b.strides[d] = 0;  // broadcast
+    o.bias = b;
+  }
+  o.key_lengths = key_lengths;
+  if (with_lse) o.lse = Tensor3::contiguous(lse.data(), {B, Hq, Nq});
+  return o;
+}
+
+void Workload::run(int threads) {
+  std::fill(out.begin(), out.end(), NAN);
+  std::fill(lse.begin(), lse.end(), NAN);
+  attention(qv(), kv(), vv(), outv(), options(threads));
+}
+
+std::string Workload::shape_label() const {
+  // Appended piece by piece: GCC 12 warns (-Wrestrict, falsely) on "B" + std::to_string(B) here.
+  std::string s;
+  auto put = [&s](const char* letters, Index x) { s.append(letters).append(std::to_string(x)); };
+  put("B", B);
+  put(" Hq", Hq);
+  if (Hkv != Hq) put(" Hkv", Hkv);
+  put(" Nq", Nq);
+  put(" Nk", Nk);
+  put(" D", D);
+  if (Dv != D) put(" Dv", Dv);
+  return s;
+}
+
+}  // namespace jomoim::cli::bench

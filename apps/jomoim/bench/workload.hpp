@@ -1,0 +1,63 @@
+// workload.hpp — one attention problem of `jomoim bench` with its own buffers, from the flags
+// or from a case of the shared table (bench/cases/attention_cases.hpp).
+//
+// Inputs are uniform in [-1, 1) (q and k times amp, to reach large scores); out and lse are
+// filled with NaN before each call so that an element the engine forgets to write cannot pass
+// the check. Every tensor is contiguous in its notation's own order (the cases' natural_memory).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "attention_cases.hpp"
+#include "jomoim/core/tensor.hpp"
+#include "jomoim/engine/attention.hpp"
+
+#include "bench/options.hpp"
+
+namespace jomoim::cli::bench {
+
+struct Workload {
+  std::string name;  // the case's, for --quick
+  Index B = 1, Hq = 1, Hkv = 1, Nq = 1, Nk = 1, D = 1, Dv = 1;
+  bool causal = false;
+  std::optional<float> scale;
+  Notation notation = Notation::paper;
+  // Bias of the case's broadcast shape (cases::bias_shape), uniform in [-2, 2); random: 20% of
+  // entries -inf and, where it has rows, row Nq / 2 of the first batch and head all -inf (it
+  // must come out as zeros and lse = -inf); prefix: keys j < 0.6 Nk -inf.
+  cases::BiasKind bias_kind = cases::BiasKind::none;
+  cases::BiasMask bias_mask = cases::BiasMask::none;
+  cases::KeyLens key_kind = cases::KeyLens::none;  // drawn by allocate() (cases::key_lengths_of)
+  std::vector<std::int64_t> key_lengths;
+  bool with_lse = false;
+  float amp = 1;
+
+  std::vector<float> q, k, v, out, bias, lse;
+
+  // A case of the table; throws Error when its memory is not what the bench lays out.
+  static Workload from_case(const cases::Case& c, bool with_lse);
+
+  void allocate(unsigned seed);
+
+  // Views as the engine takes them: [B, H, N, D], or [B, H, D, N] in 3b1b notation.
+  ConstTensor4 view(const std::vector<float>& x, Index H, Index N, Index E) const;
+  ConstTensor4 qv() const { return view(q, Hq, Nq, D); }
+  ConstTensor4 kv() const { return view(k, Hkv, Nk, D); }
+  ConstTensor4 vv() const { return view(v, Hkv, Nk, Dv); }
+  Tensor4 outv();
+  // The output in the paper's layout, whatever the notation (a transposed view, no copy).
+  ConstTensor4 out_paper() const;
+
+  AttentionOptions options(int threads);
+  AttentionShape shape() { return check_attention_args(qv(), kv(), vv(), nullptr, options(1)); }
+  void run(int threads);
+
+  // Bytes a call must move at least: read q, k, v once, write out.
+  double bytes() const { return 4.0 * double(q.size() + k.size() + v.size() + out.size()); }
+  std::string shape_label() const;
+};
+
+}  // namespace jomoim::cli::bench
