@@ -26,10 +26,9 @@
 #include <string>
 #include <vector>
 
-#include <omp.h>
-
 #include "commands.hpp"
 #include "jomoim/engine/simd.hpp"
+#include "jomoim/engine/threads.hpp"
 
 #include "bench/attention_run.hpp"
 #include "bench/ceilings.hpp"
@@ -39,12 +38,6 @@
 #include "bench/workload.hpp"
 
 namespace jomoim::cli {
-namespace bench {
-
-int resolve_threads(int threads) { return threads > 0 ? threads : omp_get_num_procs(); }
-
-}  // namespace bench
-
 namespace {
 
 using namespace bench;
@@ -137,9 +130,9 @@ void add_bench_command(CLI::App& app) {
           ->check(at_least(1)),
       cmd->add_flag("--causal", o->causal, "causal mask (aligned bottom-right)"),
   };
-  cmd->add_option("--threads", o->threads,
-                  "threads for the engine and the ceilings (default: every core)")
-      ->check(at_least(1));
+  cmd->add_option("--threads", o->threads, std::string(threads_help) + ", for the engine and the ceilings")
+      ->check(at_least(0))
+      ->capture_default_str();
   cmd->add_option("--reps", o->reps, "timed calls, at least")
       ->check(at_least(1))
       ->capture_default_str();

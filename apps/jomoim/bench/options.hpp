@@ -16,7 +16,7 @@ struct BenchOptions {
   Index batch = 1, heads = 12, kv_heads = 0, q_len = 512, kv_len = 0, head_dim = 64,
         value_dim = 0;  // 0: same as heads / q_len / head_dim
   bool causal = false;
-  int threads = 0;  // 0: every core
+  int threads = 0;  // 0: OpenMP's default (jomoim::resolve_threads)
   int reps = 5, warmup = 2;
   double min_time = 1.0;  // seconds of timed calls, at least
   std::string target;
@@ -26,8 +26,5 @@ struct BenchOptions {
   Index sgemm_n = 2048;  // large enough that OpenBLAS runs at its plateau on 1-2 cores
   Index copy_mib = 256;  // per buffer: far beyond any cache, as a KV cache would be
 };
-
-// --threads, or every core when it is 0.
-int resolve_threads(int threads);
 
 }  // namespace jomoim::cli::bench

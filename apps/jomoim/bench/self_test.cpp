@@ -9,6 +9,7 @@
 
 #include "attention_cases.hpp"
 #include "jomoim/engine/simd.hpp"
+#include "jomoim/engine/threads.hpp"
 
 #include "bench/attention_run.hpp"
 #include "bench/ceilings.hpp"
