@@ -29,9 +29,7 @@ void linear(const float* x, int N, int in, int out, const float* W, const float*
 
 void layer_norm(const float* x, int N, int C, const float* g, const float* b, float eps, float* y, float* mean,
                 float* rstd, int threads) {
-  const int nt = resolve_threads(threads);
-#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && static_cast<std::int64_t>(N) * C > 65536)
-  for (int n = 0; n < N; ++n) {
+  auto row = [&](int n) {
     const float* xr = x + static_cast<std::size_t>(n) * C;
     float* yr = y + static_cast<std::size_t>(n) * C;
     double m = 0;
@@ -48,6 +46,14 @@ void layer_norm(const float* x, int N, int C, const float* g, const float* b, fl
     for (int i = 0; i < C; ++i) yr[i] = (xr[i] - mf) * r * g[i] + b[i];
     if (mean) mean[n] = mf;
     if (rstd) rstd[n] = r;
+  };
+  // A decode step's few rows are not worth a parallel region (nor its call into OpenMP).
+  const int nt = resolve_threads(threads);
+  if (nt > 1 && static_cast<std::int64_t>(N) * C > 65536) {
+#pragma omp parallel for schedule(static) num_threads(nt)
+    for (int n = 0; n < N; ++n) row(n);
+  } else {
+    for (int n = 0; n < N; ++n) row(n);
   }
 }
 

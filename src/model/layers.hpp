@@ -35,12 +35,16 @@ inline constexpr std::size_t kChunkAlign = 64;
 template <class Fn>
 void for_chunks(std::size_t n, int threads, Fn&& fn) {
   const int nt = resolve_threads(threads);
-  const std::ptrdiff_t chunks = nt > 1 && n > 65536 ? nt : 1;
+  if (nt <= 1 || n <= 65536) {
+    if (n > 0) fn(std::size_t{0}, n);
+    return;
+  }
+  const std::ptrdiff_t chunks = nt;
   auto bound = [&](std::ptrdiff_t c) {
     if (c == chunks) return n;
     return std::min(n, n * static_cast<std::size_t>(c) / static_cast<std::size_t>(chunks) / kChunkAlign * kChunkAlign);
   };
-#pragma omp parallel for schedule(static) num_threads(nt) if (chunks > 1)
+#pragma omp parallel for schedule(static) num_threads(nt)
   for (std::ptrdiff_t c = 0; c < chunks; ++c) {
     const std::size_t b = bound(c), e = bound(c + 1);
     if (b < e) fn(b, e);
