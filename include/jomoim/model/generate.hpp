@@ -6,13 +6,15 @@
 // it back through the cache. It stops after max_tokens tokens ("length"), at the end-of-text
 // id if one is given ("eos", that id not emitted), when prompt + generated fill the model's
 // context ("context"), or when the caller's callback says so ("stopped"). A token is fed to
-// the model only when another one is wanted and fits, so no forward pass is wasted after the
-// last token. The same model, prompt and options give the same tokens on every platform.
+// the model only when another token will be sampled from its logits, so no forward pass is
+// wasted after the last one. The same model, prompt and options give the same tokens on every
+// platform (for a given thread count, as the forward pass).
 //
 // Not here: tokenization and text (the caller decodes token ids), threads (the model's
 // set_threads).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <optional>
