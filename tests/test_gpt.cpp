@@ -4,12 +4,14 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <limits>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -20,6 +22,7 @@
 #include "jomoim/model/model.hpp"
 #include "jomoim/formats/npy.hpp"
 #include "jomoim/formats/safetensors.hpp"
+#include "jomoim/model/generate.hpp"
 #include "jomoim/model/sampling.hpp"
 #include "model_test_util.hpp"
 
@@ -501,6 +504,148 @@ TEST(Sampling, SameSeedSameStreamAndValidation) {
   bad = {};
   bad.temperature = std::numeric_limits<float>::infinity();
   EXPECT_THROW(Sampler{bad}, Error);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The generation loop (jomoim::generate, jomoim::Generation) against the loop written out.
+
+// The rules spelled out with forward() and a Sampler: prefill, then sample, stop or feed back.
+struct ExpectedGeneration {
+  std::vector<std::int32_t> ids;
+  StopReason stop = StopReason::none;
+};
+ExpectedGeneration expected_generation(const GptModel& m, const std::vector<std::int32_t>& prompt,
+                                       const GenerateOptions& o) {
+  const int P = m.config().n_positions;
+  KvCache cache(m.config(), P);
+  std::vector<float> logits = m.forward(prompt, cache);
+  Sampler sampler(o.sampling);
+  ExpectedGeneration e;
+  for (;;) {
+    if (static_cast<int>(e.ids.size()) == o.max_tokens) return {e.ids, StopReason::length};
+    if (static_cast<int>(prompt.size() + e.ids.size()) >= P) return {e.ids, StopReason::context};
+    const std::int32_t id = sampler.sample(logits);
+    if (o.eos && id == *o.eos) return {e.ids, StopReason::eos};
+    e.ids.push_back(id);
+    const std::int32_t one[1] = {id};
+    if (static_cast<int>(prompt.size() + e.ids.size()) < P) logits = m.forward(one, cache);
+  }
+}
+
+TEST(Generate, FollowsTheLoopWrittenOut) {
+  const auto cfg = small_config(2, 4, 32, 24, 97);
+  const auto g = random_gpt(cfg, 21);
+  const GptModel m = g.model();
+  const std::vector<std::int32_t> prompt = {3, 14, 15, 92, 65};
+  struct Case {
+    const char* name;
+    float temperature;
+    int top_k;
+    float top_p;
+    std::uint64_t seed;
+    int n;
+  };
+  const Case cases[] = {{"greedy", 0.0f, 0, 1.0f, 0, 10},     {"sampled", 1.0f, 0, 1.0f, 5, 12},
+                        {"top-k", 0.8f, 40, 0.95f, 1, 12},     {"hot top-p", 2.0f, 0, 0.5f, std::uint64_t{2} << 40, 12},
+                        {"into the context", 1.5f, 0, 1.0f, 9, 100}, {"none", 1.0f, 0, 1.0f, 3, 0}};
+  for (const Case& c : cases) {
+    GenerateOptions o;
+    o.max_tokens = c.n;
+    o.sampling = {c.temperature, c.top_k, c.top_p, c.seed};
+    const ExpectedGeneration want = expected_generation(m, prompt, o);
+    std::vector<std::int32_t> streamed;
+    const GenerateResult r = generate(m, prompt, o, [&](std::int32_t id) {
+      streamed.push_back(id);
+      return true;
+    });
+    EXPECT_EQ(r.ids, want.ids) << c.name;
+    EXPECT_EQ(streamed, want.ids) << c.name;
+    EXPECT_EQ(r.stop, want.stop) << c.name;
+    // Pulled one token at a time: the same tokens and reason, then nothing more.
+    Generation pulled(m, prompt, o);
+    EXPECT_EQ(pulled.stop(), StopReason::none);
+    EXPECT_EQ(pulled.seed(), c.seed);
+    std::vector<std::int32_t> ids;
+    while (auto id = pulled.next()) ids.push_back(*id);
+    EXPECT_EQ(ids, want.ids) << c.name;
+    EXPECT_EQ(pulled.ids(), want.ids) << c.name;
+    EXPECT_EQ(pulled.stop(), want.stop) << c.name;
+    EXPECT_FALSE(pulled.next().has_value());
+    EXPECT_EQ(pulled.stop(), want.stop);
+  }
+  // The context case filled it; the others stopped at their length.
+  GenerateOptions full;
+  full.max_tokens = 100;
+  full.sampling.seed = 9;
+  const GenerateResult r = generate(m, prompt, full);
+  EXPECT_EQ(r.stop, StopReason::context);
+  EXPECT_EQ(prompt.size() + r.ids.size(), static_cast<std::size_t>(cfg.n_positions));
+  // A prompt that fills the context leaves no room.
+  const std::vector<std::int32_t> long_prompt(cfg.n_positions, 7);
+  const GenerateResult none = generate(m, long_prompt, full);
+  EXPECT_TRUE(none.ids.empty());
+  EXPECT_EQ(none.stop, StopReason::context);
+}
+
+TEST(Generate, StopsAtEosAndWhenTheCallbackSaysSo) {
+  const auto cfg = small_config(1, 2, 16, 40, 50);
+  const auto g = random_gpt(cfg, 4);
+  const GptModel m = g.model();
+  const std::vector<std::int32_t> prompt = {1, 2, 3};
+  GenerateOptions o;
+  o.max_tokens = 30;
+  o.sampling.temperature = 1.5f;
+  o.sampling.seed = 11;
+  const GenerateResult free_run = generate(m, prompt, o);
+  ASSERT_EQ(free_run.ids.size(), 30u);
+  ASSERT_EQ(free_run.stop, StopReason::length);
+  // The id sampled at step 6 as the end of text: generation stops before it, at its first use.
+  const std::int32_t eos = free_run.ids[6];
+  const auto first = std::find(free_run.ids.begin(), free_run.ids.end(), eos) - free_run.ids.begin();
+  o.eos = eos;
+  const GenerateResult at_eos = generate(m, prompt, o);
+  EXPECT_EQ(at_eos.stop, StopReason::eos);
+  EXPECT_EQ(at_eos.ids, std::vector<std::int32_t>(free_run.ids.begin(), free_run.ids.begin() + first));
+  EXPECT_EQ(std::count(at_eos.ids.begin(), at_eos.ids.end(), eos), 0);
+  EXPECT_EQ(expected_generation(m, prompt, o).ids, at_eos.ids);
+  // A callback that says stop after the 4th token: 4 tokens, "stopped".
+  o.eos.reset();
+  int calls = 0;
+  const GenerateResult stopped = generate(m, prompt, o, [&](std::int32_t) { return ++calls < 4; });
+  EXPECT_EQ(calls, 4);
+  EXPECT_EQ(stopped.stop, StopReason::stopped);
+  EXPECT_EQ(stopped.ids, std::vector<std::int32_t>(free_run.ids.begin(), free_run.ids.begin() + 4));
+  EXPECT_STREQ(stop_name(StopReason::length), "length");
+  EXPECT_STREQ(stop_name(StopReason::eos), "eos");
+  EXPECT_STREQ(stop_name(StopReason::context), "context");
+  EXPECT_STREQ(stop_name(StopReason::stopped), "stopped");
+  EXPECT_STREQ(stop_name(StopReason::error), "error");
+}
+
+TEST(Generate, RefusesBadOptionsAndReportsErrors) {
+  const auto cfg = small_config(1, 2, 16, 10, 50);
+  const auto g = random_gpt(cfg, 4);
+  const GptModel m = g.model();
+  const std::vector<std::int32_t> prompt = {1, 2, 3};
+  GenerateOptions bad;
+  bad.max_tokens = -1;
+  EXPECT_THROW(generate(m, prompt, bad), Error);
+  bad = {};
+  bad.sampling.temperature = -1;
+  EXPECT_THROW(Generation(m, prompt, bad), Error);
+  bad = {};
+  bad.sampling.top_p = 0;
+  EXPECT_THROW(generate(m, prompt, bad), Error);
+  EXPECT_THROW(generate(m, {}, GenerateOptions{}), Error);
+  // An id outside the vocabulary fails in the prefill; the generation then says "error".
+  Generation broken(m, {1, 99}, GenerateOptions{});
+  EXPECT_THROW(broken.next(), Error);
+  EXPECT_EQ(broken.stop(), StopReason::error);
+  EXPECT_FALSE(broken.next().has_value());
+  // A prompt longer than the context is the forward pass's to refuse.
+  EXPECT_THROW(generate(m, std::vector<std::int32_t>(11, 1), GenerateOptions{}), Error);
+  // A fresh seed is drawn for callers that have none, in [0, 2^32) as the CLI always drew.
+  EXPECT_LT(fresh_seed(), std::uint64_t{1} << 32);
 }
 
 }  // namespace

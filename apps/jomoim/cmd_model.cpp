@@ -7,13 +7,13 @@
 #include <cmath>
 #include <cstdio>
 #include <optional>
-#include <random>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "jomoim/model/generate.hpp"
 #include "jomoim/model/model.hpp"
 #include "jomoim/model/sampling.hpp"
 #include "jomoim/text/tokenizer.hpp"
@@ -103,63 +103,39 @@ void run_predict(const PredictArgs& a) {
 
 void run_generate(const GenerateArgs& a) {
   if (a.n < 0) throw Error("-n must be >= 0, got " + std::to_string(a.n));
-  SamplingOptions so;
-  so.temperature = a.temperature;
-  so.top_k = a.top_k;
-  so.top_p = a.top_p;
-  so.seed = a.seed ? *a.seed : std::random_device{}();
-  so.validate();
+  GenerateOptions go;
+  go.max_tokens = a.n;
+  go.sampling.temperature = a.temperature;
+  go.sampling.top_k = a.top_k;
+  go.sampling.top_p = a.top_p;
+  go.sampling.seed = a.seed ? *a.seed : fresh_seed();
+  go.validate();
   const ModelDir dir = resolve_model_dir(a.model);
   const Tokenizer tok = Tokenizer::load_dir(dir.path);
   GptModel model = GptModel::load(dir.path);
   model.set_threads(a.threads);
   const GptConfig& c = model.config();
   const std::vector<std::int32_t> ids = encode_prompt(tok, a.text, c.n_positions, c.vocab_size);
-  const int capacity = std::min<int>(c.n_positions, static_cast<int>(ids.size()) + a.n);
-  KvCache cache(c, capacity);
-  Sampler sampler(so);
-  const std::optional<std::int32_t> eos = a.ignore_eos ? std::nullopt : tok.eos_id();
+  if (!a.ignore_eos) go.eos = tok.eos_id();
 
   if (!a.json) {
     std::fwrite(a.text.data(), 1, a.text.size(), stdout);
     std::fflush(stdout);
   }
-  auto t0 = Clock::now();
-  std::vector<float> logits = model.forward(ids, cache);
-  const double prefill_ms = ms_since(t0);
-  std::vector<std::int32_t> out;
-  std::string stop = "length";
-  t0 = Clock::now();
-  for (int i = 0; i < a.n; ++i) {
-    // The sequence (prompt + generated) never grows past the model's context.
-    if (cache.size() >= c.n_positions) {
-      stop = "context";
-      break;
-    }
-    const std::int32_t next = sampler.sample(logits);
-    if (eos && next == *eos) {
-      stop = "eos";
-      break;
-    }
-    out.push_back(next);
+  const GenerateResult r = generate(model, ids, go, [&](std::int32_t id) {
     if (!a.json) {
-      const std::string b = tok.token_bytes(next);
+      const std::string b = tok.token_bytes(id);
       std::fwrite(b.data(), 1, b.size(), stdout);
       std::fflush(stdout);
     }
-    if (i + 1 == a.n || cache.size() + 1 > c.n_positions) {
-      if (i + 1 < a.n) stop = "context";
-      break;
-    }
-    const std::int32_t one[1] = {next};
-    logits = model.forward(one, cache);
-  }
-  const double decode_ms = ms_since(t0);
-  const double prefill_tps = ids.size() / (prefill_ms / 1e3);
-  const double decode_tps = out.empty() ? 0.0 : out.size() / (decode_ms / 1e3);
+    return true;
+  });
+  const std::string stop = stop_name(r.stop);
+  const double prefill_tps = ids.size() / (r.prefill_ms / 1e3);
+  const double decode_tps = r.ids.empty() ? 0.0 : r.ids.size() / (r.decode_ms / 1e3);
   if (a.json) {
-    json j = {{"prompt", a.text}, {"prompt_ids", ids}, {"ids", out}, {"text", tok.decode(out)},
-              {"stop", stop}, {"seed", so.seed}, {"prefill_ms", prefill_ms}, {"decode_ms", decode_ms},
+    json j = {{"prompt", a.text}, {"prompt_ids", ids}, {"ids", r.ids}, {"text", tok.decode(r.ids)},
+              {"stop", stop}, {"seed", go.sampling.seed}, {"prefill_ms", r.prefill_ms}, {"decode_ms", r.decode_ms},
               {"prefill_tokens_per_s", prefill_tps}, {"decode_tokens_per_s", decode_tps}};
     // Text may hold invalid UTF-8 (a token can end mid-character); dump replaces it.
     std::printf("%s\n", j.dump(-1, ' ', false, json::error_handler_t::replace).c_str());
@@ -167,8 +143,8 @@ void run_generate(const GenerateArgs& a) {
   }
   std::printf("\n");
   std::fprintf(stderr, "[prompt %zu tokens in %.1f ms (%.1f tokens/s); generated %zu tokens in %.1f ms (%.1f tokens/s); seed %llu; stop: %s]\n",
-               ids.size(), prefill_ms, prefill_tps, out.size(), decode_ms, decode_tps,
-               static_cast<unsigned long long>(so.seed), stop.c_str());
+               ids.size(), r.prefill_ms, prefill_tps, r.ids.size(), r.decode_ms, decode_tps,
+               static_cast<unsigned long long>(go.sampling.seed), stop.c_str());
 }
 
 // Resident memory from /proc/self/status, in MiB: the peak (VmHWM), and now split into anonymous

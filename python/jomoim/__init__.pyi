@@ -121,7 +121,7 @@ class Model:
         """The top most likely next tokens, as `jomoim predict --json`."""
     def stream(self, text: Text, n: int = 50, temperature: float = 0.8, top_k: int = 40, top_p: float = 0.95,
                seed: Optional[int] = None, stop_at_eos: bool = True) -> Stream:
-        """Continues text token by token (the rules of `jomoim generate`)."""
+        """Continues text token by token (the loop of `jomoim generate`); seed None draws one in [0, 2**32), as the CLI does."""
     def generate(self, text: Text, n: int = 50, temperature: float = 0.8, top_k: int = 40, top_p: float = 0.95,
                  seed: Optional[int] = None, stop_at_eos: bool = True) -> str:
         """The continuation of text, as str."""

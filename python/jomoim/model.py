@@ -319,8 +319,10 @@ class Model:
                      divided by it before the softmax.
         top_k        sample among the k most likely tokens; 0: all.
         top_p        then among the most likely tokens whose probabilities reach p, in (0, 1].
-        seed         the sampler's seed, an integer in [0, 2**64); None draws one (Stream.seed
-                     tells it). The same seed and arguments give the CLI's `--seed` tokens.
+        seed         the sampler's seed, an integer in [0, 2**64); None draws a fresh one in
+                     [0, 2**32), as `jomoim generate` without --seed does (Stream.seed tells it;
+                     Python used to draw 64 bits). The same seed and arguments give the
+                     CLI's `--seed` tokens: both run one loop (jomoim::Generation).
         stop_at_eos  stop at <|endoftext|> (not included); False: keep going (--ignore-eos).
 
         The prompt is tokenized as tokenize() does; an empty prompt starts from <|endoftext|>.

@@ -4,9 +4,11 @@
 // handling, defaults and docstrings). This file only translates: a model directory becomes a
 // jomoim::GptModel + jomoim::Tokenizer; Python ints and bytes become token ids and back;
 // logits come back as NumPy arrays that own the engine's buffer (no copy). The rules of the
-// commands (apps/jomoim/cmd_model.cpp: the prompt's ids, predict's ranking, generate's loop)
-// are mirrored here step for step, so that the same arguments give the same numbers and ids;
-// explain() is jomoim::explain() itself (include/jomoim/explain/explain.hpp), its JSON handed over as text.
+// commands (apps/jomoim/cmd_model.cpp: the prompt's ids, predict's ranking) are mirrored here
+// step for step, so that the same arguments give the same numbers and ids; generation is
+// jomoim::Generation (include/jomoim/model/generate.hpp), the loop `jomoim generate` runs, and
+// explain() is jomoim::explain() itself (include/jomoim/explain/explain.hpp), its JSON handed
+// over as text.
 //
 // The GIL is released during every forward pass and while a model loads. A _Model is
 // immutable after loading and may be used from several Python threads at once (each call
@@ -20,12 +22,12 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
-#include <random>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "jomoim/explain/explain.hpp"
+#include "jomoim/model/generate.hpp"
 #include "jomoim/model/model.hpp"
 #include "jomoim/model/sampling.hpp"
 #include "jomoim/text/tokenizer.hpp"
@@ -102,83 +104,43 @@ std::vector<std::int32_t> prompt_ids(const Loaded& m, const std::string& text) {
   return encode_prompt(m.tokenizer, text, c.n_positions, c.vocab_size);
 }
 
-// One generation in progress: `jomoim generate`'s loop, one sampled token per step.
+// One generation in progress: jomoim::Generation (the loop `jomoim generate` runs), one token
+// per step, with the GIL released for the step (its forward pass and sampling).
 class Generation {
  public:
-  Generation(std::shared_ptr<const Loaded> m, std::vector<std::int32_t> prompt, int n, const SamplingOptions& so,
-             bool stop_at_eos)
-      : m_(std::move(m)), prompt_(std::move(prompt)), n_(n), sampler_(so), seed_(so.seed) {
-    if (stop_at_eos) eos_ = m_->tokenizer.eos_id();
-    const GptConfig& c = m_->model.config();
-    cache_ = KvCache(c, std::min<int>(c.n_positions, static_cast<int>(prompt_.size()) + n_));
-  }
+  Generation(std::shared_ptr<const Loaded> m, std::vector<std::int32_t> prompt, const GenerateOptions& o)
+      : m_(std::move(m)), g_(m_->model, std::move(prompt), o) {}
 
   // The next id, or nullopt when the generation has stopped (stop() says why).
   std::optional<std::int32_t> next() {
     if (busy_) throw Error("this generation is already running in another thread");
-    if (stop_) return std::nullopt;
     busy_ = true;
     try {
-      auto r = step();
+      std::optional<std::int32_t> id;
+      {
+        py::gil_scoped_release unlocked;
+        id = g_.next();
+      }
       busy_ = false;
-      return r;
+      return id;
     } catch (...) {
       busy_ = false;
-      stop_ = "error";
       throw;
     }
   }
 
-  const std::vector<std::int32_t>& prompt() const { return prompt_; }
-  const std::vector<std::int32_t>& ids() const { return out_; }
-  const std::optional<std::string>& stop() const { return stop_; }
-  std::uint64_t seed() const { return seed_; }
+  const std::vector<std::int32_t>& prompt() const { return g_.prompt(); }
+  const std::vector<std::int32_t>& ids() const { return g_.ids(); }
+  std::optional<std::string> stop() const {
+    if (g_.stop() == StopReason::none) return std::nullopt;
+    return std::string(stop_name(g_.stop()));
+  }
+  std::uint64_t seed() const { return g_.seed(); }
 
  private:
-  // Called with the GIL held; releases it for the forward pass.
-  std::optional<std::int32_t> step() {
-    const GptConfig& c = m_->model.config();
-    if (!started_) {
-      started_ = true;
-      py::gil_scoped_release unlocked;
-      logits_ = m_->model.forward(prompt_, cache_);
-    }
-    const int i = static_cast<int>(out_.size());
-    if (i >= n_) return finish("length");
-    if (pending_) {  // feed the previous token only now that another one is wanted
-      const std::int32_t one[1] = {*pending_};
-      pending_.reset();
-      py::gil_scoped_release unlocked;
-      logits_ = m_->model.forward(one, cache_);
-    }
-    // The sequence (prompt + generated) never grows past the model's context.
-    if (cache_.size() >= c.n_positions) return finish("context");
-    const std::int32_t next = sampler_.sample(logits_);
-    if (eos_ && next == *eos_) return finish("eos");
-    out_.push_back(next);
-    // Fed to the model only when a further token is asked for and fits: after the last token
-    // (n reached, or the context full, which the next step reports) there is no forward pass.
-    if (i + 1 < n_ && cache_.size() + 1 <= c.n_positions) pending_ = next;
-    return next;
-  }
-
-  std::optional<std::int32_t> finish(const char* why) {
-    stop_ = why;
-    return std::nullopt;
-  }
-
-  std::shared_ptr<const Loaded> m_;
-  std::vector<std::int32_t> prompt_;
-  int n_;
-  Sampler sampler_;
-  std::uint64_t seed_;
-  std::optional<std::int32_t> eos_;
-  KvCache cache_;
-  std::vector<float> logits_;
-  std::vector<std::int32_t> out_;
-  std::optional<std::int32_t> pending_;
-  std::optional<std::string> stop_;
-  bool started_ = false, busy_ = false;
+  std::shared_ptr<const Loaded> m_;  // keeps the model alive for g_
+  jomoim::Generation g_;
+  bool busy_ = false;  // read and written with the GIL held
 };
 
 class Model {
@@ -275,13 +237,15 @@ class Model {
   std::unique_ptr<Generation> generate(const std::string& text, int n, float temperature, int top_k, float top_p,
                                        std::optional<std::uint64_t> seed, bool stop_at_eos) const {
     if (n < 0) throw Error("n must be >= 0, got " + std::to_string(n));
-    SamplingOptions so;
-    so.temperature = temperature;
-    so.top_k = top_k;
-    so.top_p = top_p;
-    so.seed = seed ? *seed : (std::uint64_t{std::random_device{}()} << 32 | std::random_device{}());
-    so.validate();
-    return std::make_unique<Generation>(m_, prompt_ids(*m_, text), n, so, stop_at_eos);
+    GenerateOptions o;
+    o.max_tokens = n;
+    o.sampling.temperature = temperature;
+    o.sampling.top_k = top_k;
+    o.sampling.top_p = top_p;
+    o.sampling.seed = seed ? *seed : fresh_seed();
+    o.validate();
+    if (stop_at_eos) o.eos = m_->tokenizer.eos_id();
+    return std::make_unique<Generation>(m_, prompt_ids(*m_, text), o);
   }
 
  private:

@@ -242,6 +242,39 @@ def test_seeded_sampling_equals_the_cli(name):
     assert len(s.prompt_ids) + len(s.ids) == m.config["n_positions"]
 
 
+def test_cli_and_python_run_one_generation_loop():
+    # jomoim::Generation behind both: for each option, the same tokens and stop reason, whether
+    # the loop ends at n, at <|endoftext|>, at the context's end or before the first token.
+    m = model("f32")
+    cases = [
+        ([], {}),  # every default
+        (["--temperature", "0"], dict(temperature=0)),
+        (["--temperature", "1.2", "--top-k", "5"], dict(temperature=1.2, top_k=5)),
+        (["--temperature", "3", "--top-k", "0", "--top-p", "0.7"], dict(temperature=3.0, top_k=0, top_p=0.7)),
+    ]
+    stops = set()
+    for prompt in ("I have", ""):
+        for n in (0, 7, 1000):
+            for (args, kw), seed in zip(cases, (2, 2**40 + 3, 77, 2**64 - 2)):
+                for eos in (True, False):
+                    want = cli_generate("f32", prompt, "-n", str(n), "--seed", str(seed), *args,
+                                        *([] if eos else ["--ignore-eos"]))
+                    s = m.stream(prompt, n=n, seed=seed, stop_at_eos=eos, **kw)
+                    list(s)
+                    assert (s.prompt_ids, s.ids, s.stop, s.seed) == \
+                        (want["prompt_ids"], want["ids"], want["stop"], want["seed"]), (prompt, n, seed, args, eos)
+                    stops.add(s.stop)
+    assert stops == {"length", "eos", "context"}
+    # Without a seed both draw a fresh one of 32 bits (one rule), and report it: the CLI given
+    # Python's drawn seed reproduces Python's tokens.
+    s = m.stream("I have", n=12, stop_at_eos=False)
+    list(s)
+    want = cli_generate("f32", "I have", "-n", "12", "--ignore-eos", "--seed", str(s.seed))
+    assert want["ids"] == s.ids
+    drawn = [m.stream("I", n=0).seed for _ in range(8)] + [cli_generate("f32", "I", "-n", "0")["seed"] for _ in range(2)]
+    assert all(0 <= x < 2**32 for x in drawn) and len(set(drawn)) > 1, drawn
+
+
 def test_stream_pieces_and_state():
     m = model()
     s = m.stream("héllo", n=40, temperature=1.5, top_k=0, top_p=1.0, seed=7, stop_at_eos=False)

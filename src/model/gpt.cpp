@@ -8,50 +8,9 @@
 
 #include "jomoim/engine/attention.hpp"
 #include "jomoim/model/model.hpp"
-#include "blas.hpp"
-#include "jomoim/engine/elementwise.hpp"
+#include "layers.hpp"
 
 namespace jomoim {
-namespace {
-
-// y[T, out] = x[T, in] W[in, out] + b  (row-major, W as GPT-2's Conv1D stores it).
-void linear(const float* x, int T, int in, int out, const LinearParams& p, float* y, int threads) {
-  for (int t = 0; t < T; ++t) std::memcpy(y + static_cast<std::size_t>(t) * out, p.bias, sizeof(float) * out);
-  model_blas::gemm(false, false, T, out, in, 1.0f, x, in, p.weight, out, 1.0f, y, out, threads);
-}
-
-// LayerNorm over each row of x[T, C] into y (may alias x). Statistics in double: cheap at
-// these sizes and keeps the result independent of summation order.
-void layer_norm(const float* x, int T, int C, const LayerNormParams& p, float eps, float* y) {
-  for (int t = 0; t < T; ++t) {
-    const float* xr = x + static_cast<std::size_t>(t) * C;
-    float* yr = y + static_cast<std::size_t>(t) * C;
-    double mean = 0;
-    for (int i = 0; i < C; ++i) mean += xr[i];
-    mean /= C;
-    double var = 0;
-    for (int i = 0; i < C; ++i) {
-      const double d = xr[i] - mean;
-      var += d * d;
-    }
-    var /= C;
-    const float inv = static_cast<float>(1.0 / std::sqrt(var + eps));
-    const float m = static_cast<float>(mean);
-    for (int i = 0; i < C; ++i) yr[i] = (xr[i] - m) * inv * p.weight[i] + p.bias[i];
-  }
-}
-
-void gelu_tanh(float* x, std::size_t n) { elementwise::gelu_tanh(x, x, n); }
-
-void gelu_erf(float* x, std::size_t n) {
-  for (std::size_t i = 0; i < n; ++i) x[i] = 0.5f * x[i] * (1.0f + std::erf(x[i] * 0.7071067811865476f));
-}
-
-void add_into(float* y, const float* x, std::size_t n) {
-  for (std::size_t i = 0; i < n; ++i) y[i] += x[i];
-}
-
-}  // namespace
 
 KvCache::KvCache(const GptConfig& config, int capacity)
     : n_layer_(config.n_layer), n_embd_(config.n_embd), capacity_(capacity) {
@@ -141,14 +100,13 @@ std::vector<float> GptModel::forward(std::span<const std::int32_t> ids, KvCache&
     trace->position_embedding.assign(TC, 0.0f);
     trace->layers.assign(c.n_layer, {});
   }
-  for (int t = 0; t < T; ++t) {
-    const float* te = params_.wte + static_cast<std::size_t>(ids[t]) * C;
-    const float* pe = params_.wpe + static_cast<std::size_t>(past + t) * C;
-    float* xr = x.data() + static_cast<std::size_t>(t) * C;
-    for (int i = 0; i < C; ++i) xr[i] = te[i] + pe[i];
-    if (trace) {
-      std::memcpy(trace->token_embedding.data() + static_cast<std::size_t>(t) * C, te, sizeof(float) * C);
-      std::memcpy(trace->position_embedding.data() + static_cast<std::size_t>(t) * C, pe, sizeof(float) * C);
+  layers::embed(params_.wte, params_.wpe, C, ids.data(), T, past, x.data());
+  if (trace) {
+    for (int t = 0; t < T; ++t) {
+      std::memcpy(trace->token_embedding.data() + static_cast<std::size_t>(t) * C,
+                  params_.wte + static_cast<std::size_t>(ids[t]) * C, sizeof(float) * C);
+      std::memcpy(trace->position_embedding.data() + static_cast<std::size_t>(t) * C,
+                  params_.wpe + static_cast<std::size_t>(past + t) * C, sizeof(float) * C);
     }
   }
 
@@ -172,11 +130,13 @@ std::vector<float> GptModel::forward(std::span<const std::int32_t> ids, KvCache&
   const int q_off = options.swap_qk ? C : 0;
   const int k_off = options.swap_qk ? 0 : C;
   const std::int64_t S3 = 3 * static_cast<std::int64_t>(C);
+  const float eps = c.layer_norm_epsilon;
+  const bool exact_gelu = c.activation_function == "gelu";
 
   for (int l = 0; l < c.n_layer; ++l) {
     const BlockParams& b = params_.blocks[l];
-    layer_norm(x.data(), T, C, b.ln_1, c.layer_norm_epsilon, h.data());
-    linear(h.data(), T, C, 3 * C, b.c_attn, qkv.data(), threads_);
+    layers::layer_norm(x.data(), T, C, b.ln_1.weight, b.ln_1.bias, eps, h.data(), nullptr, nullptr, threads_);
+    layers::linear(h.data(), T, C, 3 * C, b.c_attn.weight, b.c_attn.bias, qkv.data(), threads_);
 
     float* kc = cache.keys(l);
     float* vc = cache.values(l);
@@ -185,10 +145,10 @@ std::vector<float> GptModel::forward(std::span<const std::int32_t> ids, KvCache&
       std::memcpy(kc + static_cast<std::size_t>(past + t) * C, row + k_off, sizeof(float) * C);
       std::memcpy(vc + static_cast<std::size_t>(past + t) * C, row + 2 * C, sizeof(float) * C);
     }
-    ConstTensor4 q{qkv.data() + q_off, {1, H, T, D}, {T * S3, D, S3, 1}};
-    ConstTensor4 k{kc, {1, H, Tk, D}, {static_cast<std::int64_t>(Tk) * C, D, C, 1}};
-    ConstTensor4 v{vc, {1, H, Tk, D}, {static_cast<std::int64_t>(Tk) * C, D, C, 1}};
-    Tensor4 o{att.data(), {1, H, T, D}, {static_cast<std::int64_t>(T) * C, D, C, 1}};
+    const ConstTensor4 q = layers::heads<const float>(qkv.data() + q_off, 1, H, T, D, S3);
+    const ConstTensor4 k = layers::heads<const float>(kc, 1, H, Tk, D, C);
+    const ConstTensor4 v = layers::heads<const float>(vc, 1, H, Tk, D, C);
+    const Tensor4 o = layers::heads(att.data(), 1, H, T, D, C);
 
     AttentionOptions layer_attn = attn;
     if (trace) {
@@ -227,26 +187,23 @@ std::vector<float> GptModel::forward(std::span<const std::int32_t> ids, KvCache&
       }
     }
 
-    linear(att.data(), T, C, C, b.c_proj, h.data(), threads_);
-    add_into(x.data(), h.data(), TC);
+    layers::linear(att.data(), T, C, C, b.c_proj.weight, b.c_proj.bias, h.data(), threads_);
+    layers::add(x.data(), h.data(), TC);
 
-    layer_norm(x.data(), T, C, b.ln_2, c.layer_norm_epsilon, h.data());
-    linear(h.data(), T, C, F, b.c_fc, ff.data(), threads_);
-    if (c.activation_function == "gelu")
-      gelu_erf(ff.data(), ff.size());
-    else
-      gelu_tanh(ff.data(), ff.size());
-    linear(ff.data(), T, F, C, b.mlp_proj, h.data(), threads_);
-    add_into(x.data(), h.data(), TC);
+    layers::layer_norm(x.data(), T, C, b.ln_2.weight, b.ln_2.bias, eps, h.data(), nullptr, nullptr, threads_);
+    layers::linear(h.data(), T, C, F, b.c_fc.weight, b.c_fc.bias, ff.data(), threads_);
+    layers::gelu(ff.data(), ff.data(), ff.size(), exact_gelu, threads_);
+    layers::linear(ff.data(), T, F, C, b.mlp_proj.weight, b.mlp_proj.bias, h.data(), threads_);
+    layers::add(x.data(), h.data(), TC);
   }
   cache.size_ = Tk;
 
   // Final LayerNorm and the tied head: logits = ln_f(x) wte^T, for the last row or every row.
   const int rows = options.all_logits ? T : 1;
   const float* xs = x.data() + static_cast<std::size_t>(T - rows) * C;
-  layer_norm(xs, rows, C, params_.ln_f, c.layer_norm_epsilon, h.data());
+  layers::layer_norm(xs, rows, C, params_.ln_f.weight, params_.ln_f.bias, eps, h.data(), nullptr, nullptr, threads_);
   std::vector<float> logits(static_cast<std::size_t>(rows) * V);
-  model_blas::gemm(false, true, rows, V, C, 1.0f, h.data(), C, params_.wte, C, 0.0f, logits.data(), V, threads_);
+  layers::tied_head(h.data(), rows, C, params_.wte, V, logits.data(), threads_);
   return logits;
 }
 

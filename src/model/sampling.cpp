@@ -8,6 +8,7 @@
 #include <string>
 
 #include "jomoim/core/tensor.hpp"
+#include "splitmix.hpp"
 
 namespace jomoim {
 
@@ -54,14 +55,7 @@ Sampler::Sampler(const SamplingOptions& options) : options_(options), state_(opt
   options_.validate();
 }
 
-double Sampler::uniform() {
-  // SplitMix64: a fixed, well-mixed 64-bit stream; the top 53 bits make the double.
-  std::uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  z ^= z >> 31;
-  return static_cast<double>(z >> 11) * 0x1.0p-53;
-}
+double Sampler::uniform() { return splitmix::uniform(state_); }
 
 std::int32_t Sampler::sample(std::span<const float> logits) {
   if (logits.empty()) throw Error("sample: empty logits");

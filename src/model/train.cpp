@@ -15,6 +15,8 @@
 #include "jomoim/engine/attention.hpp"
 #include "blas.hpp"
 #include "jomoim/engine/elementwise.hpp"
+#include "layers.hpp"
+#include "splitmix.hpp"
 
 namespace jomoim {
 namespace {
@@ -30,7 +32,7 @@ class Normal {
       have_ = false;
       return spare_;
     }
-    double u1 = uniform(), u2 = uniform();
+    double u1 = splitmix::uniform(s_), u2 = splitmix::uniform(s_);
     if (u1 < 1e-300) u1 = 1e-300;
     const double r = std::sqrt(-2.0 * std::log(u1));
     spare_ = r * std::sin(2 * kPi * u2);
@@ -39,25 +41,12 @@ class Normal {
   }
 
  private:
-  double uniform() {
-    std::uint64_t z = (s_ += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    return static_cast<double>(z >> 11) * 0x1.0p-53;
-  }
   std::uint64_t s_;
   bool have_ = false;
   double spare_ = 0;
 };
 
-// --- layers, forward ---------------------------------------------------------------------
-
-// y[N, out] = x[N, in] W[in, out] + b
-void linear_fwd(const float* x, int N, int in, int out, const float* W, const float* b, float* y, int nt) {
-  for (int n = 0; n < N; ++n) std::memcpy(y + static_cast<std::size_t>(n) * out, b, sizeof(float) * out);
-  model_blas::gemm(false, false, N, out, in, 1.0f, x, in, W, out, 1.0f, y, out, nt);
-}
+// --- layers, backward (the forward ones are layers.hpp's) ---------------------------------
 
 // dx = dy W^T (overwrites dx), dW += x^T dy, db += colsum(dy).
 void linear_bwd(const float* x, const float* dy, int N, int in, int out, const float* W, float* dx, float* dW,
@@ -67,27 +56,6 @@ void linear_bwd(const float* x, const float* dy, int N, int in, int out, const f
   for (int n = 0; n < N; ++n) {
     const float* r = dy + static_cast<std::size_t>(n) * out;
     for (int j = 0; j < out; ++j) db[j] += r[j];
-  }
-}
-
-// y = (x - mean) * rstd * g + b per row; saves mean and rstd.
-void layer_norm_fwd(const float* x, int N, int C, const float* g, const float* b, float eps, float* y,
-                    float* mean, float* rstd, int nt) {
-#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && N * C > 65536)
-  for (int n = 0; n < N; ++n) {
-    const float* xr = x + static_cast<std::size_t>(n) * C;
-    float* yr = y + static_cast<std::size_t>(n) * C;
-    double m = 0;
-    for (int i = 0; i < C; ++i) m += xr[i];
-    m /= C;
-    double v = 0;
-    for (int i = 0; i < C; ++i) v += (xr[i] - m) * (xr[i] - m);
-    v /= C;
-    const float r = static_cast<float>(1.0 / std::sqrt(v + eps));
-    const float mf = static_cast<float>(m);
-    for (int i = 0; i < C; ++i) yr[i] = (xr[i] - mf) * r * g[i] + b[i];
-    mean[n] = mf;
-    rstd[n] = r;
   }
 }
 
@@ -123,36 +91,20 @@ void layer_norm_bwd(const float* x, const float* dy, int N, int C, const float* 
   }
 }
 
-// GELU over n values, split into chunks over threads; the tanh form runs the Highway kernel.
-void gelu_fwd(const float* x, float* y, std::size_t n, bool exact, int nt) {
-  const std::ptrdiff_t chunks = nt > 1 && n > 65536 ? nt : 1;
-#pragma omp parallel for schedule(static) num_threads(nt) if (chunks > 1)
-  for (std::ptrdiff_t c = 0; c < chunks; ++c) {
-    const std::size_t b = n * c / chunks, e = n * (c + 1) / chunks;
-    if (!exact) {
-      elementwise::gelu_tanh(x + b, y + b, e - b);
-    } else {
-      for (std::size_t i = b; i < e; ++i) y[i] = 0.5f * x[i] * (1.0f + std::erf(x[i] * 0.7071067811865476f));
-    }
-  }
-}
-
 // dx = dy * gelu'(x)
+// dx may alias dy; split over threads like layers::gelu.
 void gelu_bwd(const float* x, const float* dy, float* dx, std::size_t n, bool exact, int nt) {
-  const std::ptrdiff_t chunks = nt > 1 && n > 65536 ? nt : 1;
-#pragma omp parallel for schedule(static) num_threads(nt) if (chunks > 1)
-  for (std::ptrdiff_t c = 0; c < chunks; ++c) {
-    const std::size_t b = n * c / chunks, e = n * (c + 1) / chunks;
+  layers::for_chunks(n, nt, [&](std::size_t b, std::size_t e) {
     if (!exact) {
       elementwise::gelu_tanh_backward(x + b, dy + b, dx + b, e - b);
-      continue;
+      return;
     }
     for (std::size_t i = b; i < e; ++i) {
       const double v = x[i];
       const double d = 0.5 * (1.0 + std::erf(v / std::sqrt(2.0))) + v * std::exp(-0.5 * v * v) / std::sqrt(2.0 * kPi);
       dx[i] = static_cast<float>(dy[i] * d);
     }
-  }
+  });
 }
 
 struct BlockOffsets {
@@ -306,21 +258,15 @@ double GptTrainable::run(std::span<const std::int32_t> tokens, int B, int T, boo
   };
   std::vector<Saved> S(L);
   std::vector<float> x(NC);
-  for (std::size_t n = 0; n < N; ++n) {
-    const float* te = P.wte + static_cast<std::size_t>(in_id(n)) * C;
-    const float* pe = P.wpe + (n % T) * C;
-    for (int i = 0; i < C; ++i) x[n * C + i] = te[i] + pe[i];
-  }
+  for (int b = 0; b < B; ++b)
+    layers::embed(P.wte, P.wpe, C, tokens.data() + static_cast<std::size_t>(b) * (T + 1), T, 0,
+                  x.data() + static_cast<std::size_t>(b) * T * C);
   AttentionOptions ao;
   ao.causal = true;
   ao.threads = threads_;
   const std::int64_t S3 = 3 * static_cast<std::int64_t>(C);
-  auto qkv_view = [&](float* base, int which) {
-    return Tensor4{base + which * C, {B, H, T, D}, {T * S3, D, S3, 1}};
-  };
-  auto rows_view = [&](float* base) {
-    return Tensor4{base, {B, H, T, D}, {static_cast<std::int64_t>(T) * C, D, C, 1}};
-  };
+  auto qkv_view = [&](float* base, int which) { return layers::heads(base + which * C, B, H, T, D, S3); };
+  auto rows_view = [&](float* base) { return layers::heads(base, B, H, T, D, C); };
   auto cview = [](const Tensor4& t) { return ConstTensor4{t.data, t.shape, t.strides}; };
 
   for (int l = 0; l < L; ++l) {
@@ -330,10 +276,10 @@ double GptTrainable::run(std::span<const std::int32_t> tokens, int B, int T, boo
     s.h1.resize(NC);
     s.mean1.resize(N);
     s.rstd1.resize(N);
-    layer_norm_fwd(x.data(), N, C, bp.ln_1.weight, bp.ln_1.bias, c.layer_norm_epsilon, s.h1.data(), s.mean1.data(),
-                   s.rstd1.data(), nt);
+    layers::layer_norm(x.data(), N, C, bp.ln_1.weight, bp.ln_1.bias, c.layer_norm_epsilon, s.h1.data(),
+                       s.mean1.data(), s.rstd1.data(), nt);
     s.qkv.resize(N * 3 * C);
-    linear_fwd(s.h1.data(), N, C, 3 * C, bp.c_attn.weight, bp.c_attn.bias, s.qkv.data(), nt);
+    layers::linear(s.h1.data(), N, C, 3 * C, bp.c_attn.weight, bp.c_attn.bias, s.qkv.data(), nt);
     s.att.resize(NC);
     s.lse.resize(static_cast<std::size_t>(B) * H * T);
     AttentionOptions o = ao;
@@ -341,27 +287,27 @@ double GptTrainable::run(std::span<const std::int32_t> tokens, int B, int T, boo
     attention(cview(qkv_view(s.qkv.data(), 0)), cview(qkv_view(s.qkv.data(), 1)), cview(qkv_view(s.qkv.data(), 2)),
               rows_view(s.att.data()), o);
     std::vector<float> tmp(NC);
-    linear_fwd(s.att.data(), N, C, C, bp.c_proj.weight, bp.c_proj.bias, tmp.data(), nt);
-    for (std::size_t i = 0; i < NC; ++i) x[i] += tmp[i];
+    layers::linear(s.att.data(), N, C, C, bp.c_proj.weight, bp.c_proj.bias, tmp.data(), nt);
+    layers::add(x.data(), tmp.data(), NC);
     s.xmid = x;
     s.h2.resize(NC);
     s.mean2.resize(N);
     s.rstd2.resize(N);
-    layer_norm_fwd(x.data(), N, C, bp.ln_2.weight, bp.ln_2.bias, c.layer_norm_epsilon, s.h2.data(), s.mean2.data(),
-                   s.rstd2.data(), nt);
+    layers::layer_norm(x.data(), N, C, bp.ln_2.weight, bp.ln_2.bias, c.layer_norm_epsilon, s.h2.data(),
+                       s.mean2.data(), s.rstd2.data(), nt);
     s.fpre.resize(N * F);
     s.fact.resize(N * F);
-    linear_fwd(s.h2.data(), N, C, F, bp.c_fc.weight, bp.c_fc.bias, s.fpre.data(), nt);
-    gelu_fwd(s.fpre.data(), s.fact.data(), s.fpre.size(), exact, nt);
-    linear_fwd(s.fact.data(), N, F, C, bp.mlp_proj.weight, bp.mlp_proj.bias, tmp.data(), nt);
-    for (std::size_t i = 0; i < NC; ++i) x[i] += tmp[i];
+    layers::linear(s.h2.data(), N, C, F, bp.c_fc.weight, bp.c_fc.bias, s.fpre.data(), nt);
+    layers::gelu(s.fpre.data(), s.fact.data(), s.fpre.size(), exact, nt);
+    layers::linear(s.fact.data(), N, F, C, bp.mlp_proj.weight, bp.mlp_proj.bias, tmp.data(), nt);
+    layers::add(x.data(), tmp.data(), NC);
     if (!backward) s = Saved{};  // validation keeps nothing
   }
   std::vector<float> hf(NC), meanf(N), rstdf(N);
-  layer_norm_fwd(x.data(), N, C, P.ln_f.weight, P.ln_f.bias, c.layer_norm_epsilon, hf.data(), meanf.data(),
-                 rstdf.data(), nt);
+  layers::layer_norm(x.data(), N, C, P.ln_f.weight, P.ln_f.bias, c.layer_norm_epsilon, hf.data(), meanf.data(),
+                     rstdf.data(), nt);
   std::vector<float> logits(N * V);
-  model_blas::gemm(false, true, N, V, C, 1.0f, hf.data(), C, P.wte, C, 0.0f, logits.data(), V, nt);
+  layers::tied_head(hf.data(), N, C, P.wte, V, logits.data(), nt);
 
   // Softmax cross-entropy; logits become dlogits = (softmax - onehot) * grad_scale / N.
   std::vector<double> row_loss(N);

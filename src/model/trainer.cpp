@@ -17,6 +17,7 @@
 #include "jomoim/formats/safetensors.hpp"
 #include "jomoim/text/tokenizer.hpp"
 #include "jomoim/model/train.hpp"
+#include "splitmix.hpp"
 
 namespace jomoim {
 namespace {
@@ -25,12 +26,7 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-std::uint64_t mix(std::uint64_t z) {
-  z += 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
+using splitmix::mix;
 
 std::vector<fs::path> data_files(const std::vector<fs::path>& inputs) {
   std::vector<fs::path> files;
