@@ -20,6 +20,7 @@
 
 #include "plan.hpp"
 #include "problem.hpp"
+#include "jomoim/engine/threads.hpp"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "fast_attention.cpp"
@@ -984,7 +985,7 @@ static void Dispatch(const Problem& p, const Plan& plan) { HWY_DYNAMIC_DISPATCH(
 
 void attention(ConstTensor4 q, ConstTensor4 k, ConstTensor4 v, Tensor4 out, const AttentionOptions& options) {
   const detail::Problem p = detail::make_problem(q, k, v, &out, options);
-  const int threads = options.threads > 0 ? options.threads : omp_get_max_threads();
+  const int threads = resolve_threads(options.threads);
   const detail::Plan plan = detail::make_plan(p, threads);
   if (plan.items == 0) return;  // B, Hq or Nq is zero: no output element exists
   detail::Dispatch(p, plan);

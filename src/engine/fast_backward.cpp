@@ -21,6 +21,7 @@
 
 #include "plan.hpp"
 #include "problem.hpp"
+#include "jomoim/engine/threads.hpp"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "fast_backward.cpp"
@@ -341,7 +342,7 @@ void attention_backward(ConstTensor4 q, ConstTensor4 k, ConstTensor4 v, ConstTen
         for (std::int64_t i = 0; i < db.shape[2]; ++i)
           for (std::int64_t j = 0; j < db.shape[3]; ++j) db(a, h, i, j) = 0.0f;
   }
-  const int threads = options.threads > 0 ? options.threads : omp_get_max_threads();
+  const int threads = resolve_threads(options.threads);
   detail::DispatchBackward(bp, threads);
 }
 

@@ -1,5 +1,6 @@
 // See model/blas.hpp.
 #include "blas.hpp"
+#include "jomoim/engine/threads.hpp"
 
 #include <cblas.h>
 #include <omp.h>
@@ -14,7 +15,7 @@ void gemm(bool transA, bool transB, int M, int N, int K, float alpha, const floa
   static std::once_flag single;
   std::call_once(single, [] { openblas_set_num_threads(1); });
   if (M <= 0 || N <= 0) return;
-  int nt = threads > 0 ? threads : omp_get_max_threads();
+  int nt = resolve_threads(threads);
   // Small products are not worth a parallel region; slices are multiples of 16 columns.
   const double work = static_cast<double>(M) * N * K;
   if (work < 2e5) nt = 1;

@@ -9,6 +9,7 @@
 #include "jomoim/engine/attention.hpp"
 #include "jomoim/model/model.hpp"
 #include "layers.hpp"
+#include "jomoim/engine/threads.hpp"
 
 namespace jomoim {
 
@@ -57,7 +58,7 @@ GptModel::GptModel(GptConfig config, GptParams params, std::vector<std::shared_p
 }
 
 void GptModel::set_threads(int threads) {
-  if (threads < 0) throw Error("threads must be >= 0, got " + std::to_string(threads));
+  resolve_threads(threads, "threads");  // refuses negative counts
   threads_ = threads;
 }
 

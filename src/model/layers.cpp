@@ -11,8 +11,6 @@
 
 namespace jomoim::layers {
 
-int resolve_threads(int threads) { return threads > 0 ? threads : omp_get_max_threads(); }
-
 void embed(const float* wte, const float* wpe, int C, const std::int32_t* ids, int T, int first_position, float* x) {
   for (int t = 0; t < T; ++t) {
     const float* te = wte + static_cast<std::size_t>(ids[t]) * C;

@@ -18,11 +18,9 @@
 #include <cstdint>
 
 #include "jomoim/core/tensor.hpp"
+#include "jomoim/engine/threads.hpp"
 
 namespace jomoim::layers {
-
-// `threads` if positive, else OpenMP's default.
-int resolve_threads(int threads);
 
 // Chunk boundaries of the element-wise split are multiples of this many floats: a multiple of
 // every x86 SIMD target's lane count (16 on AVX-512), so each chunk but the last is whole

@@ -17,6 +17,7 @@
 #include "jomoim/engine/elementwise.hpp"
 #include "layers.hpp"
 #include "splitmix.hpp"
+#include "jomoim/engine/threads.hpp"
 
 namespace jomoim {
 namespace {
@@ -243,7 +244,7 @@ double GptTrainable::run(std::span<const std::int32_t> tokens, int B, int T, boo
                 std::to_string(tokens.size()));
   for (auto id : tokens)
     if (id < 0 || id >= V) throw Error("train: token id " + std::to_string(id) + " is outside the vocabulary");
-  const int nt = threads_ > 0 ? threads_ : omp_get_max_threads();
+  const int nt = resolve_threads(threads_);
   const bool exact = c.activation_function == "gelu";
   const GptParams P = params();
   const std::size_t N = static_cast<std::size_t>(B) * T;
@@ -394,7 +395,7 @@ void AdamW::step(GptTrainable& model, double lr, const AdamWOptions& o) {
   const double bc1 = 1.0 - std::pow(o.beta1, static_cast<double>(t_));
   const double bc2 = 1.0 - std::pow(o.beta2, static_cast<double>(t_));
   std::vector<float>& w = model.values();
-  const int nt = model.threads() > 0 ? model.threads() : omp_get_max_threads();
+  const int nt = resolve_threads(model.threads());
   const std::vector<float>& g = model.grads();
   for (const auto& t : model.layout()) {
     const float decay = t.decay ? static_cast<float>(lr * o.weight_decay) : 0.0f;
