@@ -40,8 +40,7 @@ struct Inputs {
       : B(B_), Hq(Hq_), Hkv(Hkv_), Nq(Nq_), Nk(Nk_), D(D_) {
     std::mt19937 rng(42);
     std::uniform_real_distribution<float> uni(-1.f, 1.f);
-    for (auto [x, n] :
-         {std::pair{&q, B * Hq * Nq * D}, {&k, B * Hkv * Nk * D}, {&v, B * Hkv * Nk * D}}) {
+    for (auto [x, n] : {std::pair{&q, B * Hq * Nq * D}, {&k, B * Hkv * Nk * D}, {&v, B * Hkv * Nk * D}}) {
       x->resize(std::size_t(n));
       for (float& e : *x) e = uni(rng);
     }
@@ -55,22 +54,19 @@ struct Inputs {
 
 // Args: B, Hq, Hkv, Nq, Nk, D, causal.
 void BM_attention(benchmark::State& state) {
-  Inputs in(state.range(0), state.range(1), state.range(2), state.range(3), state.range(4),
-            state.range(5));
+  Inputs in(state.range(0), state.range(1), state.range(2), state.range(3), state.range(4), state.range(5));
   jomoim::AttentionOptions options;
   options.causal = state.range(6) != 0;
-  const jomoim::AttentionShape shape =
-      jomoim::check_attention_args(in.qv(), in.kv(), in.vv(), nullptr, options);
+  const jomoim::AttentionShape shape = jomoim::check_attention_args(in.qv(), in.kv(), in.vv(), nullptr, options);
   for (auto _ : state) {
     jomoim::attention(in.qv(), in.kv(), in.vv(), in.outv(), options);
     benchmark::DoNotOptimize(in.out.data());
     benchmark::ClobberMemory();
   }
-  state.counters["FLOP"] = benchmark::Counter(jomoim::attention_flops(shape, options.causal),
-                                              benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["FLOP"] =
+      benchmark::Counter(jomoim::attention_flops(shape, options.causal), benchmark::Counter::kIsIterationInvariantRate);
   const double bytes = 4.0 * double(in.q.size() + in.k.size() + in.v.size() + in.out.size());
-  state.counters["bytes"] =
-      benchmark::Counter(bytes, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["bytes"] = benchmark::Counter(bytes, benchmark::Counter::kIsIterationInvariantRate);
   state.SetLabel(jomoim::active_simd_target());
 }
 
@@ -124,18 +120,15 @@ void BM_attention_backward(benchmark::State& state) {
     benchmark::DoNotOptimize(dq.data());
     benchmark::ClobberMemory();
   }
-  state.counters["FLOP"] = benchmark::Counter(jomoim::attention_flops(shape, options.causal),
-                                              benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["FLOP"] =
+      benchmark::Counter(jomoim::attention_flops(shape, options.causal), benchmark::Counter::kIsIterationInvariantRate);
   state.SetLabel(jomoim::active_simd_target());
 }
 void backward_shapes(benchmark::internal::Benchmark* b) {
   b->ArgNames({"B", "Hq", "Hkv", "Nq", "Nk", "D", "causal"});
   for (const cases::Case& c : cases::used_by(cases::kGbenchBackward)) b->Args(args_of(c));
 }
-BENCHMARK(BM_attention_backward)
-    ->Apply(backward_shapes)
-    ->UseRealTime()
-    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_attention_backward)->Apply(backward_shapes)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 // The engine against the float64 reference on the case marked kGbenchCheck (a small grouped-query
 // causal problem with Nq != Nk). Tolerance: float32's worst-case rounding of this computation
@@ -147,11 +140,9 @@ bool engine_matches_reference() {
   jomoim::AttentionOptions options;
   options.causal = c.causal;
   jomoim::attention(in.qv(), in.kv(), in.vv(), in.outv(), options);
-  const jomoim::ReferenceResult ref =
-      jomoim::attention_reference(in.qv(), in.kv(), in.vv(), options);
+  const jomoim::ReferenceResult ref = jomoim::attention_reference(in.qv(), in.kv(), in.vv(), options);
   const double S = double(in.D) / std::sqrt(double(in.D));
-  const double tol =
-      std::numeric_limits<float>::epsilon() * (2.0 * double(in.D) * S + 2.0 * double(in.Nk) + 16);
+  const double tol = std::numeric_limits<float>::epsilon() * (2.0 * double(in.D) * S + 2.0 * double(in.Nk) + 16);
   double worst = 0;
   std::size_t at = 0;
   for (std::size_t i = 0; i < in.out.size(); ++i) {

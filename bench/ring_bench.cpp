@@ -71,13 +71,20 @@ int main(int argc, char** argv) {
       }
       return std::atoll(argv[++i]);
     };
-    if (a == "--n") N = next();
-    else if (a == "--heads") H = next();
-    else if (a == "--kv-heads") Hkv = next();
-    else if (a == "--dim") D = next();
-    else if (a == "--threads") threads = int(next());
-    else if (a == "--reps") reps = int(next());
-    else if (a == "--causal") causal = true;
+    if (a == "--n")
+      N = next();
+    else if (a == "--heads")
+      H = next();
+    else if (a == "--kv-heads")
+      Hkv = next();
+    else if (a == "--dim")
+      D = next();
+    else if (a == "--threads")
+      threads = int(next());
+    else if (a == "--reps")
+      reps = int(next());
+    else if (a == "--causal")
+      causal = true;
     else {
       if (rank == 0) std::fprintf(stderr, "ring_bench: unknown argument %s\n", a.c_str());
       MPI_Abort(MPI_COMM_WORLD, 2);
@@ -138,11 +145,12 @@ int main(int argc, char** argv) {
   std::vector<double> all_rss(static_cast<std::size_t>(ranks));
   MPI_Gather(&rss, 1, MPI_DOUBLE, all_rss.data(), 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
   if (rank == 0) {
-    std::printf("P=%d N=%lld H=%lld Hkv=%lld D=%lld causal=%d threads=%d reps=%d seconds=%.3f compute_s=%.3f "
-                "wait_s=%.4f transfer_s=%.4f hidden_s=%.4f block_mib=%.2f gflops_rank=%.1f rss_mib=",
-                ranks, (long long)N, (long long)H, (long long)Hkv, (long long)D, int(causal), threads, reps, best[0],
-                best[1], best[2], transfer_max, std::max(0.0, transfer_max - best[2]),
-                double(st.block_capacity) * 4 / 1048576.0, rate_min);
+    std::printf(
+        "P=%d N=%lld H=%lld Hkv=%lld D=%lld causal=%d threads=%d reps=%d seconds=%.3f compute_s=%.3f "
+        "wait_s=%.4f transfer_s=%.4f hidden_s=%.4f block_mib=%.2f gflops_rank=%.1f rss_mib=",
+        ranks, (long long)N, (long long)H, (long long)Hkv, (long long)D, int(causal), threads, reps, best[0], best[1],
+        best[2], transfer_max, std::max(0.0, transfer_max - best[2]), double(st.block_capacity) * 4 / 1048576.0,
+        rate_min);
     for (int r = 0; r < ranks; ++r) std::printf("%s%.0f", r ? "," : "", all_rss[std::size_t(r)]);
     std::printf("\n");
   }

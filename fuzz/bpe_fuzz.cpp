@@ -35,9 +35,10 @@ std::vector<std::string> byte_tokens() {
 const Tokenizer& builtin() {
   static const Tokenizer t = [] {
     const std::vector<std::pair<std::string, std::string>> raw = {
-        {" ", "t"}, {"h", "e"}, {"i", "n"}, {" t", "he"}, {"\xFF", "\xFF"}, {"\xFF\xFF", "\xFF\xFF"},
-        {"e", "r"}, {" ", "a"}, {"o", "n"}, {"\xC3", "\xA9"}, {" ", "\xFF"}, {"'", "s"}, {" ", " "},
-        {"  ", "  "}, {"\n", "\n"}, {"\xED", "\x95"}, {"\xED\x95", "\x9C"}, {"1", "2"}, {"12", "3"}};
+        {" ", "t"}, {"h", "e"},   {"i", "n"},   {" t", "he"},     {"\xFF", "\xFF"},     {"\xFF\xFF", "\xFF\xFF"},
+        {"e", "r"}, {" ", "a"},   {"o", "n"},   {"\xC3", "\xA9"}, {" ", "\xFF"},        {"'", "s"},
+        {" ", " "}, {"  ", "  "}, {"\n", "\n"}, {"\xED", "\x95"}, {"\xED\x95", "\x9C"}, {"1", "2"},
+        {"12", "3"}};
     std::vector<std::string> tokens = byte_tokens();
     std::vector<std::pair<std::string, std::string>> merges;
     for (const auto& [a, b] : raw) {
@@ -67,7 +68,8 @@ void check_pieces(const Tokenizer& t, std::string_view text) {
 }
 
 // GPT-2's bpe() loop, naively, on raw-byte strings.
-std::vector<std::string> naive_bpe(std::string_view piece, const std::map<std::pair<std::string, std::string>, std::size_t>& ranks) {
+std::vector<std::string> naive_bpe(std::string_view piece,
+                                   const std::map<std::pair<std::string, std::string>, std::size_t>& ranks) {
   std::vector<std::string> word;
   for (const char c : piece) word.emplace_back(1, c);
   while (word.size() > 1) {

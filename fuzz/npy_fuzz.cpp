@@ -11,8 +11,7 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   try {
-    const jomoim::NpyArray a =
-        jomoim::parse_npy({reinterpret_cast<const std::byte*>(data), size}, "fuzz.npy");
+    const jomoim::NpyArray a = jomoim::parse_npy({reinterpret_cast<const std::byte*>(data), size}, "fuzz.npy");
     // An accepted file holds exactly the elements its shape describes, within the input.
     std::size_t n = 1;
     for (const std::int64_t d : a.shape) {

@@ -40,8 +40,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         for (std::int64_t i = 0; i < n; ++i) sink = sink ^ static_cast<unsigned char>(a.data[i] != a.data[i]);
       } catch (const jomoim::Error& e) {
         // Only the dtypes that do not convert are refused.
-        const bool floaty = t.dtype == jomoim::DType::F32 || t.dtype == jomoim::DType::F16 ||
-                            t.dtype == jomoim::DType::BF16;
+        const bool floaty =
+            t.dtype == jomoim::DType::F32 || t.dtype == jomoim::DType::F16 || t.dtype == jomoim::DType::BF16;
         if (floaty || !one_line(e.what())) __builtin_trap();
       }
     }

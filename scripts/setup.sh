@@ -14,6 +14,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev     # GoogleTest, Google Benchmark
   python3 python3-numpy                          # NumPy interop tests (Debian's /usr/bin/python3)
   clang libclang-rt-14-dev libomp-dev            # libFuzzer targets (clang + its OpenMP)
+  clang-format                                   # the code format (.clang-format; test format_check)
   pybind11-dev python3-dev                       # the Python module (python/)
   python3-pytest python3-torch                   # its tests: pytest, PyTorch 1.13 as a second oracle
   python3-venv python3-setuptools python3-wheel python3-pip  # its offline pip install (and test)

@@ -27,9 +27,9 @@
 #include <vector>
 
 #include "attention_cases.hpp"
+#include "jomoim/core/tensor.hpp"
 #include "jomoim/engine/attention.hpp"
 #include "jomoim/engine/simd.hpp"
-#include "jomoim/core/tensor.hpp"
 
 namespace attn_test {
 
@@ -184,19 +184,19 @@ template <std::size_t R>
       ++bad;
     }
   if (bad == 0) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure()
-         << what << ": " << bad << " element(s) outside the view were written (guard/gap), first at "
-         << "buffer offset " << first << " (view starts at " << s.base << ", buffer size "
-         << s.buf.size() << "), value " << s.buf[std::size_t(first)];
+  return ::testing::AssertionFailure() << what << ": " << bad
+                                       << " element(s) outside the view were written (guard/gap), first at "
+                                       << "buffer offset " << first << " (view starts at " << s.base << ", buffer size "
+                                       << s.buf.size() << "), value " << s.buf[std::size_t(first)];
 }
 
 // ---------------------------------------------------------------------------------------------
 // A test case: shapes, options and layouts, from the shared table (attention_cases.hpp, which
 // also prints a case by its name for gtest).
 
+using jomoim::cases::bias_shape;
 using jomoim::cases::BiasKind;
 using jomoim::cases::BiasMask;
-using jomoim::cases::bias_shape;
 using jomoim::cases::Case;
 using jomoim::cases::Dims;
 using jomoim::cases::KeyLens;
@@ -374,7 +374,10 @@ inline F32Result tiled_f32_model(const Inputs& s) {
         const I64 row = (b * n.Hq + h) * n.Nq + i, hk = h / s.group();
         for (I64 d = 0; d < n.D; ++d) qs[d] = s.qv(b, h, i, d) * c;
         for (I64 j = 0; j < n.Nk; ++j) {
-          if (j >= s.visible(b, i)) { s2[j] = ninf; continue; }
+          if (j >= s.visible(b, i)) {
+            s2[j] = ninf;
+            continue;
+          }
           float lane[kLanes] = {};
           for (I64 d = 0; d < n.D; ++d) lane[d % kLanes] += qs[d] * s.kv(b, hk, j, d);
           for (I64 w = kLanes / 2; w >= 1; w /= 2)
@@ -429,10 +432,10 @@ inline F32Result tiled_f32_model(const Inputs& s) {
 // naive result happens to be exact (ulp(x) = 2u|x|). The last probs term is for kernels that
 // write probs as exp(s_j - lse) (as a backward pass does): s_j and lse are float32 numbers, each
 // uncertain by an ulp of its magnitude, and the naive p_j = exp(s_j - m) / l does not see that
-// (s_j - m is exact near the maximum); with scores in the 1000s this term dominates. The naive error itself is checked against the
-// worst-case bound above, so the tolerance can never exceed 8x that bound, and every case checks
-// the tolerance admits tiled_f32_model(). Rows whose keys are all masked must be exact: out = 0,
-// probs = 0, lse = -inf; masked keys of other rows must have probs exactly 0.
+// (s_j - m is exact near the maximum); with scores in the 1000s this term dominates. The naive error itself is checked
+// against the worst-case bound above, so the tolerance can never exceed 8x that bound, and every case checks the
+// tolerance admits tiled_f32_model(). Rows whose keys are all masked must be exact: out = 0, probs = 0, lse = -inf;
+// masked keys of other rows must have probs exactly 0.
 
 struct Expected {
   jomoim::ReferenceResult ref;
@@ -522,7 +525,8 @@ struct Worst {
     ++total;
     const double err = std::fabs(actual_ - expect);
     const bool ok = (expect == actual_) || err <= tolerance;  // == handles -inf == -inf
-    double r = ok ? (tolerance > 0 ? err / tolerance : 0) : (tolerance > 0 && std::isfinite(err) ? err / tolerance : kInf);
+    double r =
+        ok ? (tolerance > 0 ? err / tolerance : 0) : (tolerance > 0 && std::isfinite(err) ? err / tolerance : kInf);
     if (!ok) ++bad;
     if (r > ratio) {
       ratio = r;
@@ -534,9 +538,8 @@ struct Worst {
   }
   void report(std::ostream& os) const {
     os.precision(9);
-    os << "\n  " << what << ": " << bad << " of " << total << " outside tolerance; worst at "
-       << where << ": expected " << expected << ", actual " << actual << ", |diff| "
-       << std::fabs(actual - expected) << ", tol " << tol;
+    os << "\n  " << what << ": " << bad << " of " << total << " outside tolerance; worst at " << where << ": expected "
+       << expected << ", actual " << actual << ", |diff| " << std::fabs(actual - expected) << ", tol " << tol;
   }
 };
 
@@ -552,8 +555,8 @@ inline std::string idx_string(std::initializer_list<I64> idx) {
 }
 
 // got holds C-order paper-layout results; lse/probs are checked when has_lse/has_probs.
-inline ::testing::AssertionResult compare(const Inputs& s, const Expected& e, const F32Result& got,
-                                          bool has_lse, bool has_probs, double* worst_ratio = nullptr) {
+inline ::testing::AssertionResult compare(const Inputs& s, const Expected& e, const F32Result& got, bool has_lse,
+                                          bool has_probs, double* worst_ratio = nullptr) {
   const Dims& n = s.n;
   Worst wo{"out"}, wl{"lse"}, wp{"probs"};
   for (I64 b = 0; b < n.B; ++b)
@@ -564,12 +567,10 @@ inline ::testing::AssertionResult compare(const Inputs& s, const Expected& e, co
         const char* tag = dead ? " (row all masked)" : "";
         for (I64 c = 0; c < n.Dv; ++c) {
           const std::size_t o = row * std::size_t(n.Dv) + std::size_t(c);
-          wo.see(e.ref.out[o], got.out[o], e.tol_out[row],
-                 [&] { return "out" + idx_string({b, h, i, c}) + tag; });
+          wo.see(e.ref.out[o], got.out[o], e.tol_out[row], [&] { return "out" + idx_string({b, h, i, c}) + tag; });
         }
         if (has_lse)
-          wl.see(e.ref.lse[row], got.lse[row], e.tol_lse[row],
-                 [&] { return "lse" + idx_string({b, h, i}) + tag; });
+          wl.see(e.ref.lse[row], got.lse[row], e.tol_lse[row], [&] { return "lse" + idx_string({b, h, i}) + tag; });
         if (has_probs)
           for (I64 j = 0; j < n.Nk; ++j) {
             const std::size_t o = row * std::size_t(n.Nk) + std::size_t(j);
@@ -621,8 +622,7 @@ inline void run_fast(const Inputs& s, Outputs& o, int threads) {
   if (o.probs) opt.probs = o.probs->view();
   const bool col = s.notation == Notation::col3b1b;
   auto as_given = [&](auto view) { return col ? view.transposed(2, 3) : view; };
-  jomoim::attention(as_given(s.q.cview()), as_given(s.k.cview()), as_given(s.v.cview()),
-                    as_given(o.out.view()), opt);
+  jomoim::attention(as_given(s.q.cview()), as_given(s.k.cview()), as_given(s.v.cview()), as_given(o.out.view()), opt);
 }
 
 inline F32Result read(const Outputs& o) {
@@ -675,8 +675,8 @@ class PinTarget {
 };
 
 inline std::string layout_names(const Case& c) {
-  std::string s = "q=" + c.q_layout.name + " k=" + c.k_layout.name + " v=" + c.v_layout.name +
-                  " out=" + c.out_layout.name;
+  std::string s =
+      "q=" + c.q_layout.name + " k=" + c.k_layout.name + " v=" + c.v_layout.name + " out=" + c.out_layout.name;
   if (c.bias != BiasKind::none) s += " bias=" + c.bias_layout.name;
   if (c.want_lse) s += " lse=" + c.lse_layout.name;
   if (c.want_probs) s += " probs=" + c.probs_layout.name;
@@ -686,11 +686,10 @@ inline std::string layout_names(const Case& c) {
 inline std::string describe(const Case& c, std::uint64_t seed) {
   std::ostringstream os;
   const Dims& n = c.n;
-  os << "case " << c.name << " seed 0x" << std::hex << seed << std::dec << " [B=" << n.B
-     << " Hq=" << n.Hq << " Hkv=" << n.Hkv << " Nq=" << n.Nq << " Nk=" << n.Nk << " D=" << n.D
-     << " Dv=" << n.Dv << (c.causal ? " causal" : "") << " notation=" << jomoim::notation_name(c.notation)
-     << " bias=" << name(c.bias) << "/" << name(c.bias_mask) << " key_lengths=" << name(c.key_lengths)
-     << " amp=" << c.amp;
+  os << "case " << c.name << " seed 0x" << std::hex << seed << std::dec << " [B=" << n.B << " Hq=" << n.Hq
+     << " Hkv=" << n.Hkv << " Nq=" << n.Nq << " Nk=" << n.Nk << " D=" << n.D << " Dv=" << n.Dv
+     << (c.causal ? " causal" : "") << " notation=" << jomoim::notation_name(c.notation) << " bias=" << name(c.bias)
+     << "/" << name(c.bias_mask) << " key_lengths=" << name(c.key_lengths) << " amp=" << c.amp;
   if (c.scale) os << " scale=" << *c.scale;
   os << " " << layout_names(c) << "]";
   return os.str();

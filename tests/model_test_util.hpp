@@ -49,8 +49,7 @@ inline OwnedGpt random_gpt(const GptConfig& c, std::uint64_t seed) {
   return g;
 }
 
-inline GptConfig small_config(int n_layer = 2, int n_head = 4, int n_embd = 32, int n_positions = 40,
-                              int vocab = 97) {
+inline GptConfig small_config(int n_layer = 2, int n_head = 4, int n_embd = 32, int n_positions = 40, int vocab = 97) {
   GptConfig c;
   c.n_layer = n_layer;
   c.n_head = n_head;

@@ -51,7 +51,7 @@ Layout writable(Layout l) {
 struct BwdInputs {
   Inputs s;
   Stored<4> dout;
-  Outputs fwd;  // out and lse of jomoim::attention
+  Outputs fwd;            // out and lse of jomoim::attention
   std::vector<float> DO;  // C-order dout
 };
 
@@ -217,7 +217,8 @@ GradVecs magnitudes(const BwdInputs& x, const jomoim::ReferenceResult& fwd) {
           for (I64 d = 0; d < n.D; ++d) a += std::fabs(double(s.qv(b, h, i, d)) * s.kv(b, hk, j, d));
           score_mag = std::max(score_mag, scale * a + std::fabs(double(s.biasv(b, h, i, j))));
         }
-        const double weight = 1 + score_mag + (std::isfinite(fwd.lse[std::size_t(row)]) ? std::fabs(fwd.lse[std::size_t(row)]) : 0);
+        const double weight =
+            1 + score_mag + (std::isfinite(fwd.lse[std::size_t(row)]) ? std::fabs(fwd.lse[std::size_t(row)]) : 0);
         std::vector<double> pw(std::size_t(n.Nk));
         for (I64 j = 0; j < n.Nk; ++j) pw[std::size_t(j)] = fwd.probs[std::size_t(row * n.Nk + j)] * weight;
         const double* P = pw.data();
@@ -236,7 +237,8 @@ GradVecs magnitudes(const BwdInputs& x, const jomoim::ReferenceResult& fwd) {
             m.dv[std::size_t(((b * n.Hkv + hk) * n.Nk + j) * n.Dv + e)] += P[j] * std::fabs(double(dO[e]));
           for (I64 d = 0; d < n.D; ++d) {
             m.dq[std::size_t(row * n.D + d)] += scale * a * std::fabs(double(s.kv(b, hk, j, d)));
-            m.dk[std::size_t(((b * n.Hkv + hk) * n.Nk + j) * n.D + d)] += scale * a * std::fabs(double(s.qv(b, h, i, d)));
+            m.dk[std::size_t(((b * n.Hkv + hk) * n.Nk + j) * n.D + d)] +=
+                scale * a * std::fabs(double(s.qv(b, h, i, d)));
           }
           if (bi) m.dbias[(*bi)(b, h, i, j)] += a;
         }
@@ -319,8 +321,8 @@ GradVecs read(const Grads& g) {
 
 std::string auto_name(const std::string& group, const Case& c) {
   const Dims& n = c.n;
-  std::string s = group + "_b" + std::to_string(n.B) + "h" + std::to_string(n.Hq) + "x" + std::to_string(n.Hkv) +
-                  "_q" + std::to_string(n.Nq) + "k" + std::to_string(n.Nk) + "_d" + std::to_string(n.D) + "v" +
+  std::string s = group + "_b" + std::to_string(n.B) + "h" + std::to_string(n.Hq) + "x" + std::to_string(n.Hkv) + "_q" +
+                  std::to_string(n.Nq) + "k" + std::to_string(n.Nk) + "_d" + std::to_string(n.D) + "v" +
                   std::to_string(n.Dv);
   if (c.causal) s += "_causal";
   if (c.bias != BiasKind::none) s += std::string("_bias") + name(c.bias);
@@ -329,8 +331,12 @@ std::string auto_name(const std::string& group, const Case& c) {
   if (c.amp != 1) s += "_amp" + std::to_string(int(c.amp));
   if (c.scale) s += "_scale" + std::to_string(int(*c.scale * 10));
   if (c.notation == Notation::col3b1b) s += "_3b1b";
-  for (const auto& [tag, l] : {std::pair{"q", &c.q_layout}, {"k", &c.k_layout}, {"v", &c.v_layout},
-                               {"o", &c.out_layout}, {"b", &c.bias_layout}, {"l", &c.lse_layout}})
+  for (const auto& [tag, l] : {std::pair{"q", &c.q_layout},
+                               {"k", &c.k_layout},
+                               {"v", &c.v_layout},
+                               {"o", &c.out_layout},
+                               {"b", &c.bias_layout},
+                               {"l", &c.lse_layout}})
     if (l->name != "contig") s += std::string("_") + tag + l->name;
   for (char& ch : s)
     if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
@@ -459,7 +465,11 @@ std::vector<Case> table() {
                    BiasKind bias = BiasKind::none, Layout bl = L::contig()) {
       Case c = make({2, 4, 2, 37, 70, 24, 20});
       c.notation = no;
-      c.q_layout = q; c.k_layout = k; c.v_layout = v; c.out_layout = o; c.lse_layout = l;
+      c.q_layout = q;
+      c.k_layout = k;
+      c.v_layout = v;
+      c.out_layout = o;
+      c.lse_layout = l;
       c.causal = causal;
       c.bias = bias;
       c.bias_layout = bl;
@@ -470,7 +480,8 @@ std::vector<Case> table() {
     lay(P, L::bnhd(), L::bnhd(), L::bnhd(), L::bnhd(), L::contig(), false);
     lay(P, L::padded(), L::padded(), L::padded(), L::padded(), L::lse_strided(), true, BiasKind::rows, L::padded());
     lay(P, L::reversed(), L::reversed(), L::reversed(), L::reversed(), L::lse_reversed(), true);
-    lay(P, L::flipped(), L::flipped(), L::flipped(), L::flipped(), L::lse_reversed(), true, BiasKind::keys, L::flipped());
+    lay(P, L::flipped(), L::flipped(), L::flipped(), L::flipped(), L::lse_reversed(), true, BiasKind::keys,
+        L::flipped());
     lay(P, L::strided(), L::strided(), L::strided(), L::strided(), L::lse_strided(), false);
     lay(P, L::contig(), L::bcast_heads(), L::bcast_heads(), L::contig(), L::contig(), true);
     lay(P, L::scrambled(), L::scrambled(), L::scrambled(), L::scrambled(), L::lse_transposed(), true, BiasKind::full,
@@ -542,7 +553,8 @@ TEST_P(BackwardTable, MatchesReference) {
         EXPECT_EQ(0, std::memcmp(g.dk.buf.data(), h.dk.buf.data(), g.dk.buf.size() * sizeof(float))) << ctx;
         EXPECT_EQ(0, std::memcmp(g.dv.buf.data(), h.dv.buf.data(), g.dv.buf.size() * sizeof(float))) << ctx;
         if (g.dbias)
-          EXPECT_EQ(0, std::memcmp(g.dbias->buf.data(), h.dbias->buf.data(), g.dbias->buf.size() * sizeof(float))) << ctx;
+          EXPECT_EQ(0, std::memcmp(g.dbias->buf.data(), h.dbias->buf.data(), g.dbias->buf.size() * sizeof(float)))
+              << ctx;
       }
     }
   }
@@ -726,8 +738,16 @@ struct BwdArgs {
     for (Stored<4>* s : {&q, &k, &v, &out, &dout, &bias}) fill_uniform(*s, rng, 1.f);
     fill_uniform(lse, rng, 1.f);
     arena.assign(8192, poison());
-    qv = q.cview(); kv = k.cview(); vv = v.cview(); ov = out.cview(); dov = dout.cview(); lv = lse.cview();
-    g.dq = dq.view(); g.dk = dk.view(); g.dv = dv.view(); g.dbias = dbias.view();
+    qv = q.cview();
+    kv = k.cview();
+    vv = v.cview();
+    ov = out.cview();
+    dov = dout.cview();
+    lv = lse.cview();
+    g.dq = dq.view();
+    g.dk = dk.view();
+    g.dv = dv.view();
+    g.dbias = dbias.view();
     o.bias = bias.cview();
     o.causal = true;
   }
@@ -770,7 +790,10 @@ std::vector<BwdRefusal> bwd_refusals() {
   add("dq_zero_stride", "dq", [](BwdArgs& a) { a.g.dq.strides[2] = 0; });
   add("dv_interleaved", "dv", [](BwdArgs& a) { a.g.dv.strides[2] = 2; });
   add("dbias_without_bias", "dbias", [](BwdArgs& a) { a.o.bias.reset(); });
-  add("dbias_wrong_shape", "dbias", [](BwdArgs& a) { a.g.dbias->shape[0] = 2; a.g.dbias->strides[0] = 0; });
+  add("dbias_wrong_shape", "dbias", [](BwdArgs& a) {
+    a.g.dbias->shape[0] = 2;
+    a.g.dbias->strides[0] = 0;
+  });
   add("dbias_broadcast_shape_of_full_bias", "dbias", [](BwdArgs& a) {
     a.o.bias->shape[0] = 2;  // bias [2, Hq, Nq, Nk] (batch broadcast through stride 0), dbias [1, ...]
     a.o.bias->strides[0] = 0;

@@ -39,9 +39,8 @@ FastRun fast(const Inputs& s, const Dims& n, int threads, bool probs = true) {
 }
 
 // |a - b| <= ta + tb elementwise, per row tolerances; reports the worst element.
-::testing::AssertionResult close_rows(const char* what, const std::vector<float>& a,
-                                      const std::vector<float>& b, const std::vector<double>& ta,
-                                      const std::vector<double>& tb, I64 per_row) {
+::testing::AssertionResult close_rows(const char* what, const std::vector<float>& a, const std::vector<float>& b,
+                                      const std::vector<double>& ta, const std::vector<double>& tb, I64 per_row) {
   Worst w{what};
   for (std::size_t x = 0; x < a.size(); ++x) {
     const std::size_t row = x / std::size_t(per_row);
@@ -77,8 +76,10 @@ TEST(Invariants, PermutingKeysAndValuesTogether) {
   const Dims& n = c.n;
   for (I64 bh = 0; bh < n.B * n.Hkv; ++bh)
     for (I64 j = 0; j < n.Nk; ++j) {
-      for (I64 d = 0; d < n.D; ++d) K[std::size_t((bh * n.Nk + j) * n.D + d)] = s.K[std::size_t((bh * n.Nk + perm[j]) * n.D + d)];
-      for (I64 d = 0; d < n.Dv; ++d) V[std::size_t((bh * n.Nk + j) * n.Dv + d)] = s.V[std::size_t((bh * n.Nk + perm[j]) * n.Dv + d)];
+      for (I64 d = 0; d < n.D; ++d)
+        K[std::size_t((bh * n.Nk + j) * n.D + d)] = s.K[std::size_t((bh * n.Nk + perm[j]) * n.D + d)];
+      for (I64 d = 0; d < n.Dv; ++d)
+        V[std::size_t((bh * n.Nk + j) * n.Dv + d)] = s.V[std::size_t((bh * n.Nk + perm[j]) * n.Dv + d)];
     }
   for (I64 r = 0; r < s.rows(); ++r)
     for (I64 j = 0; j < n.Nk; ++j) BIAS[std::size_t(r * n.Nk + j)] = s.BIAS[std::size_t(r * n.Nk + perm[j])];
@@ -228,10 +229,10 @@ TEST(Invariants, ProbsSumToOneAndLseIsLogSumExp) {
 
 TEST(Invariants, BitwiseIdenticalAcrossRunsWithTheSameThreads) {
   std::vector<Case> cases;
-  cases.push_back(make({1, 1, 1, 1, 1025, 64, 64}));                     // decode, keys split
-  cases.push_back(make({1, 8, 1, 3, 700, 64, 64}));                      // stacked heads
-  cases.push_back(make({1, 1, 1, 513, 513, 40, 40}));                    // few blocks, split
-  cases.push_back(make({2, 4, 2, 130, 130, 40, 24}));                    // tiles
+  cases.push_back(make({1, 1, 1, 1, 1025, 64, 64}));   // decode, keys split
+  cases.push_back(make({1, 8, 1, 3, 700, 64, 64}));    // stacked heads
+  cases.push_back(make({1, 1, 1, 513, 513, 40, 40}));  // few blocks, split
+  cases.push_back(make({2, 4, 2, 130, 130, 40, 24}));  // tiles
   cases[2].causal = true;
   cases[2].bias = BiasKind::keys;
   cases[2].bias_mask = BiasMask::random;
@@ -250,8 +251,7 @@ TEST(Invariants, BitwiseIdenticalAcrossRunsWithTheSameThreads) {
           };
           EXPECT_TRUE(same(a.o.out.buf, b.o.out.buf) && same(a.o.lse->buf, b.o.lse->buf) &&
                       (!probs || same(a.o.probs->buf, b.o.probs->buf)))
-              << c.name << " target " << target << " threads " << threads << " probs " << probs
-              << ": two runs differ";
+              << c.name << " target " << target << " threads " << threads << " probs " << probs << ": two runs differ";
         }
     }
   }

@@ -238,7 +238,8 @@ Prediction predict(const NfCase& c, const Data& x) {
           if (want_nan ? !std::isnan(got.out[at]) : !same(clean.out[at], got.out[at]))
             return fail("out", b, h, i, e, clean.out[at], got.out[at], want_nan);
         }
-        if (row_nan ? !std::isnan(got.lse[std::size_t(row)]) : !same(clean.lse[std::size_t(row)], got.lse[std::size_t(row)]))
+        if (row_nan ? !std::isnan(got.lse[std::size_t(row)])
+                    : !same(clean.lse[std::size_t(row)], got.lse[std::size_t(row)]))
           return fail("lse", b, h, i, 0, clean.lse[std::size_t(row)], got.lse[std::size_t(row)], row_nan);
         if (got.probs.empty()) continue;
         for (I64 j = 0; j < c.Nk; ++j) {
@@ -265,15 +266,15 @@ Prediction predict(const NfCase& c, const Data& x) {
         const I64 row = ix.row(bb, h, i);
         for (I64 e = 0; e < c.Dv; ++e)
           if (!bits(want.out[std::size_t(row * c.Dv + e)], got.out[std::size_t(row * c.Dv + e)]))
-            return ::testing::AssertionFailure() << "out differs at (b=" << bb << ", h=" << h << ", i=" << i << ", e="
-                                                 << e << "): " << want.out[std::size_t(row * c.Dv + e)] << " vs "
-                                                 << got.out[std::size_t(row * c.Dv + e)];
+            return ::testing::AssertionFailure()
+                   << "out differs at (b=" << bb << ", h=" << h << ", i=" << i << ", e=" << e
+                   << "): " << want.out[std::size_t(row * c.Dv + e)] << " vs " << got.out[std::size_t(row * c.Dv + e)];
         if (!bits(want.lse[std::size_t(row)], got.lse[std::size_t(row)]))
           return ::testing::AssertionFailure() << "lse differs at (b=" << bb << ", h=" << h << ", i=" << i << ")";
         for (I64 jj = 0; jj < I64(got.probs.empty() ? 0 : c.Nk); ++jj)
           if (!bits(want.probs[std::size_t(row * c.Nk + jj)], got.probs[std::size_t(row * c.Nk + jj)]))
-            return ::testing::AssertionFailure() << "probs differ at (b=" << bb << ", h=" << h << ", i=" << i
-                                                 << ", j=" << jj << ")";
+            return ::testing::AssertionFailure()
+                   << "probs differ at (b=" << bb << ", h=" << h << ", i=" << i << ", j=" << jj << ")";
       }
   return ::testing::AssertionSuccess();
 }
@@ -420,11 +421,26 @@ NfCase C(std::string name, I64 B, I64 Hq, I64 Hkv, I64 Nq, I64 Nk, I64 D, I64 Dv
   c.B = B, c.Hq = Hq, c.Hkv = Hkv, c.Nq = Nq, c.Nk = Nk, c.D = D, c.Dv = Dv;
   return c;
 }
-NfCase causal(NfCase c) { c.causal = true; return c; }
-NfCase lens(NfCase c, std::vector<I64> l) { c.key_lengths = std::move(l); return c; }
-NfCase bias(NfCase c) { c.bias = true; return c; }
-NfCase probs(NfCase c) { c.probs = true; return c; }
-NfCase cols(NfCase c) { c.notation = Notation::col3b1b; return c; }
+NfCase causal(NfCase c) {
+  c.causal = true;
+  return c;
+}
+NfCase lens(NfCase c, std::vector<I64> l) {
+  c.key_lengths = std::move(l);
+  return c;
+}
+NfCase bias(NfCase c) {
+  c.bias = true;
+  return c;
+}
+NfCase probs(NfCase c) {
+  c.probs = true;
+  return c;
+}
+NfCase cols(NfCase c) {
+  c.notation = Notation::col3b1b;
+  return c;
+}
 
 // One case per path (plan.hpp): the direct path below 9 rows per block, 64 x 256 tiles, 32 x 32
 // tiles (causal Nq <= 512), wide 256 x 64 O^T blocks (non-causal, D >= 128, Nq >= 256,

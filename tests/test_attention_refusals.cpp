@@ -98,27 +98,54 @@ std::vector<Refusal> refusals() {
   // Shapes.
   add("k_wrong_D", "k", [](Args& a) { a.kv.shape[3] = 7; });
   add("k_wrong_batch", "k", [](Args& a) { a.kv.shape[0] = 1; });
-  add("k_no_heads", "k", [](Args& a) { a.kv.shape[1] = 0; a.vv.shape[1] = 0; });
+  add("k_no_heads", "k", [](Args& a) {
+    a.kv.shape[1] = 0;
+    a.vv.shape[1] = 0;
+  });
   add("v_wrong_Nk", "v", [](Args& a) { a.vv.shape[2] = 6; });
   add("v_wrong_heads", "v", [](Args& a) { a.vv.shape[1] = 1; });
   add("q_negative_dim", "q", [](Args& a) { a.qv.shape[2] = -1; });
   add("Hq_not_multiple_of_Hkv", "Hq", [](Args& a) {
-    a.qv.shape[1] = 3; a.ov.shape[1] = 3; a.o.bias->shape[1] = 3; a.o.lse->shape[1] = 3; a.o.probs->shape[1] = 3;
+    a.qv.shape[1] = 3;
+    a.ov.shape[1] = 3;
+    a.o.bias->shape[1] = 3;
+    a.o.lse->shape[1] = 3;
+    a.o.probs->shape[1] = 3;
   });
-  add("D_zero", "D", [](Args& a) { a.qv.shape[3] = 0; a.kv.shape[3] = 0; });
+  add("D_zero", "D", [](Args& a) {
+    a.qv.shape[3] = 0;
+    a.kv.shape[3] = 0;
+  });
   add("notation_3b1b_shapes_disagree", "k", [](Args& a) { a.o.notation = Notation::col3b1b; });
-  add("out_wrong_shape", "out", [](Args& a) { a.ov.shape[3] = 5; }, false);
-  add("out_wrong_heads", "out", [](Args& a) { a.ov.shape[1] = 2; }, false);
+  add(
+      "out_wrong_shape", "out", [](Args& a) { a.ov.shape[3] = 5; }, false);
+  add(
+      "out_wrong_heads", "out", [](Args& a) { a.ov.shape[1] = 2; }, false);
   // Bias.
   add("bias_not_broadcastable_rows", "bias", [](Args& a) { a.o.bias->shape[2] = 2; });
   add("bias_not_broadcastable_keys", "bias", [](Args& a) { a.o.bias->shape[3] = 3; });
-  add("bias_not_broadcastable_batch", "bias", [](Args& a) { a.o.bias->shape[0] = 3; a.o.bias->strides[0] = 0; });
+  add("bias_not_broadcastable_batch", "bias", [](Args& a) {
+    a.o.bias->shape[0] = 3;
+    a.o.bias->strides[0] = 0;
+  });
   add("bias_null", "bias", [](Args& a) { a.o.bias->data = nullptr; });
   // Key lengths.
-  add("key_lengths_too_few", "key_lengths", [](Args& a) { a.kl = {7}; a.o.key_lengths = a.kl; });
-  add("key_lengths_too_many", "key_lengths", [](Args& a) { a.kl = {7, 3, 1}; a.o.key_lengths = a.kl; });
-  add("key_lengths_negative", "key_lengths", [](Args& a) { a.kl = {-1, 3}; a.o.key_lengths = a.kl; });
-  add("key_lengths_above_Nk", "key_lengths", [](Args& a) { a.kl = {7, 8}; a.o.key_lengths = a.kl; });
+  add("key_lengths_too_few", "key_lengths", [](Args& a) {
+    a.kl = {7};
+    a.o.key_lengths = a.kl;
+  });
+  add("key_lengths_too_many", "key_lengths", [](Args& a) {
+    a.kl = {7, 3, 1};
+    a.o.key_lengths = a.kl;
+  });
+  add("key_lengths_negative", "key_lengths", [](Args& a) {
+    a.kl = {-1, 3};
+    a.o.key_lengths = a.kl;
+  });
+  add("key_lengths_above_Nk", "key_lengths", [](Args& a) {
+    a.kl = {7, 8};
+    a.o.key_lengths = a.kl;
+  });
   // Scale.
   add("scale_nan", "scale", [nan](Args& a) { a.o.scale = nan; });
   add("scale_inf", "scale", [inf](Args& a) { a.o.scale = inf; });
@@ -127,34 +154,50 @@ std::vector<Refusal> refusals() {
   add("q_null", "q", [](Args& a) { a.qv.data = nullptr; });
   add("k_null", "k", [](Args& a) { a.kv.data = nullptr; });
   add("v_null", "v", [](Args& a) { a.vv.data = nullptr; });
-  add("out_null", "out", [](Args& a) { a.ov.data = nullptr; }, false);
+  add(
+      "out_null", "out", [](Args& a) { a.ov.data = nullptr; }, false);
   add("lse_null", "lse", [](Args& a) { a.o.lse->data = nullptr; });
   add("probs_null", "probs", [](Args& a) { a.o.probs->data = nullptr; });
   // Output strides.
-  add("out_zero_stride", "out", [](Args& a) { a.ov.strides[2] = 0; }, false);
-  add("out_zero_stride_heads", "out", [](Args& a) { a.ov.strides[1] = 0; }, false);
-  add("out_interleaved_rows", "out", [](Args& a) { a.ov.strides[2] = 2; }, false);
+  add(
+      "out_zero_stride", "out", [](Args& a) { a.ov.strides[2] = 0; }, false);
+  add(
+      "out_zero_stride_heads", "out", [](Args& a) { a.ov.strides[1] = 0; }, false);
+  add(
+      "out_interleaved_rows", "out", [](Args& a) { a.ov.strides[2] = 2; }, false);
   add("lse_zero_stride", "lse", [](Args& a) { a.o.lse->strides[2] = 0; });
   add("probs_zero_stride", "probs", [](Args& a) { a.o.probs->strides[3] = 0; });
   add("lse_wrong_shape", "lse", [](Args& a) { a.o.lse->shape[2] = 4; });
   add("probs_wrong_shape", "probs", [](Args& a) { a.o.probs->shape[3] = 6; });
   // Overlaps (inside one arena so that no view leaves its memory).
-  add("out_overlaps_q", "out", [](Args& a) {
-    a.qv = a.input_in_arena(a.q, 100);
-    a.ov = a.output_in_arena<4>(a.out.shape, 300);
-  }, false);
-  add("out_overlaps_k", "out", [](Args& a) {
-    a.kv = a.input_in_arena(a.k, 1000);
-    a.ov = a.output_in_arena<4>(a.out.shape, 800);
-  }, false);
-  add("out_overlaps_v", "out", [](Args& a) {
-    a.vv = a.input_in_arena(a.v, 100);
-    a.ov = a.output_in_arena<4>(a.out.shape, 150);
-  }, false);
-  add("out_overlaps_bias", "out", [](Args& a) {
-    a.o.bias = a.input_in_arena(a.bias, 2000);
-    a.ov = a.output_in_arena<4>(a.out.shape, 2100);
-  }, false);
+  add(
+      "out_overlaps_q", "out",
+      [](Args& a) {
+        a.qv = a.input_in_arena(a.q, 100);
+        a.ov = a.output_in_arena<4>(a.out.shape, 300);
+      },
+      false);
+  add(
+      "out_overlaps_k", "out",
+      [](Args& a) {
+        a.kv = a.input_in_arena(a.k, 1000);
+        a.ov = a.output_in_arena<4>(a.out.shape, 800);
+      },
+      false);
+  add(
+      "out_overlaps_v", "out",
+      [](Args& a) {
+        a.vv = a.input_in_arena(a.v, 100);
+        a.ov = a.output_in_arena<4>(a.out.shape, 150);
+      },
+      false);
+  add(
+      "out_overlaps_bias", "out",
+      [](Args& a) {
+        a.o.bias = a.input_in_arena(a.bias, 2000);
+        a.ov = a.output_in_arena<4>(a.out.shape, 2100);
+      },
+      false);
   add("lse_overlaps_q", "lse", [](Args& a) {
     a.qv = a.input_in_arena(a.q, 100);
     a.o.lse = a.output_in_arena<3>(a.lse.shape, 200);
@@ -163,14 +206,20 @@ std::vector<Refusal> refusals() {
     a.kv = a.input_in_arena(a.k, 100);
     a.o.probs = a.output_in_arena<4>(a.probs.shape, 300);
   });
-  add("lse_overlaps_out", "lse", [](Args& a) {
-    a.ov = a.output_in_arena<4>(a.out.shape, 100);
-    a.o.lse = a.output_in_arena<3>(a.lse.shape, 200);
-  }, false);
-  add("probs_overlaps_out", "probs", [](Args& a) {
-    a.ov = a.output_in_arena<4>(a.out.shape, 100);
-    a.o.probs = a.output_in_arena<4>(a.probs.shape, 120);
-  }, false);
+  add(
+      "lse_overlaps_out", "lse",
+      [](Args& a) {
+        a.ov = a.output_in_arena<4>(a.out.shape, 100);
+        a.o.lse = a.output_in_arena<3>(a.lse.shape, 200);
+      },
+      false);
+  add(
+      "probs_overlaps_out", "probs",
+      [](Args& a) {
+        a.ov = a.output_in_arena<4>(a.out.shape, 100);
+        a.o.probs = a.output_in_arena<4>(a.probs.shape, 120);
+      },
+      false);
   add("probs_overlaps_lse", "probs", [](Args& a) {
     a.o.lse = a.output_in_arena<3>(a.lse.shape, 100);
     a.o.probs = a.output_in_arena<4>(a.probs.shape, 130);
@@ -188,8 +237,7 @@ class Refused : public ::testing::TestWithParam<Refusal> {};
     const std::string msg = e.what();
     if (!contains_word(msg, word))
       return ::testing::AssertionFailure() << "message does not name '" << word << "': " << msg;
-    if (msg.find('\n') != std::string::npos)
-      return ::testing::AssertionFailure() << "message is not one line: " << msg;
+    if (msg.find('\n') != std::string::npos) return ::testing::AssertionFailure() << "message is not one line: " << msg;
     return ::testing::AssertionSuccess() << msg;
   } catch (const std::exception& e) {
     return ::testing::AssertionFailure() << "threw " << typeid(e).name() << " instead of jomoim::Error: " << e.what();

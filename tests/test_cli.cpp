@@ -143,8 +143,8 @@ struct Case {
   bool col3b1b = false;
   Shape key_lengths = {};
   int threads = 0;
-  bool extras = true;                    // also ask for --lse and --probs
-  float magnitude = 1;                   // inputs uniform in [-magnitude, magnitude)
+  bool extras = true;   // also ask for --lse and --probs
+  float magnitude = 1;  // inputs uniform in [-magnitude, magnitude)
 };
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
@@ -204,7 +204,7 @@ void expect_close(const char* what, const std::vector<float>& actual, const std:
   double worst_err = -1;
   for (std::size_t i = 0; i < expected.size(); ++i) {
     // -inf (a fully masked row's lse) must come back as exactly -inf.
-    const double err = std::isfinite(expected[i]) ? std::fabs(double(actual[i]) - expected[i])
+    const double err = std::isfinite(expected[i])         ? std::fabs(double(actual[i]) - expected[i])
                        : double(actual[i]) == expected[i] ? 0.0
                                                           : kInf;
     if (!(err <= worst_err)) {
@@ -213,9 +213,9 @@ void expect_close(const char* what, const std::vector<float>& actual, const std:
     }
   }
   if (expected.empty()) return;
-  EXPECT_LE(worst_err, tol) << what << ": worst index " << worst << ", expected " << expected[worst]
-                            << ", actual " << actual[worst] << ", tolerance " << tol
-                            << " (naive float32 error " << naive_err << "), seed " << seed;
+  EXPECT_LE(worst_err, tol) << what << ": worst index " << worst << ", expected " << expected[worst] << ", actual "
+                            << actual[worst] << ", tolerance " << tol << " (naive float32 error " << naive_err
+                            << "), seed " << seed;
 }
 
 class CliAttend : public CliTest, public ::testing::WithParamInterface<Case> {};
@@ -287,9 +287,8 @@ TEST_P(CliAttend, OutputsMatchTheFloat64Reference) {
   const ConstTensor4 qv = view(q, q_shape), kv = view(k, k_shape), vv = view(v, v_shape);
   const ReferenceResult ref = attention_reference(qv, kv, vv, opts);
   const float scale = c.scale ? *c.scale : float(1.0 / std::sqrt(double(c.D)));
-  const Float32Result naive =
-      naive_attention(c, col ? qv.transposed(2, 3) : qv, col ? kv.transposed(2, 3) : kv,
-                      col ? vv.transposed(2, 3) : vv, opts.bias, scale);
+  const Float32Result naive = naive_attention(c, col ? qv.transposed(2, 3) : qv, col ? kv.transposed(2, 3) : kv,
+                                              col ? vv.transposed(2, 3) : vv, opts.bias, scale);
 
   // out comes back in the caller's notation; compare in the paper's.
   const NpyArray out = read_npy(path("out.npy"));
@@ -307,8 +306,7 @@ TEST_P(CliAttend, OutputsMatchTheFloat64Reference) {
   // Rows whose keys are all masked: exactly zero.
   for (std::size_t row = 0; row < ref.lse.size(); ++row) {
     if (ref.lse[row] != -double(kInf)) continue;
-    for (std::int64_t e = 0; e < c.Dv; ++e)
-      ASSERT_EQ(out_paper[row * c.Dv + e], 0.0f) << "fully masked row " << row;
+    for (std::int64_t e = 0; e < c.Dv; ++e) ASSERT_EQ(out_paper[row * c.Dv + e], 0.0f) << "fully masked row " << row;
   }
 
   if (c.extras) {
@@ -323,8 +321,7 @@ TEST_P(CliAttend, OutputsMatchTheFloat64Reference) {
     for (std::size_t row = 0; row < ref.lse.size(); ++row) {
       if (ref.lse[row] != -double(kInf)) continue;
       EXPECT_EQ(lse.data[row], -kInf) << "fully masked row " << row;
-      for (std::int64_t j = 0; j < c.Nk; ++j)
-        ASSERT_EQ(probs.data[row * c.Nk + j], 0.0f) << "fully masked row " << row;
+      for (std::int64_t j = 0; j < c.Nk; ++j) ASSERT_EQ(probs.data[row * c.Nk + j], 0.0f) << "fully masked row " << row;
     }
   }
   // Exactly the files asked for, and no temporary file left behind.
@@ -346,31 +343,103 @@ const Case kCases[] = {
     {.name = "causal_more_queries", .B = 1, .Hq = 2, .Hkv = 2, .Nq = 10, .Nk = 3, .D = 8, .Dv = 8, .causal = true},
     {.name = "scale", .B = 1, .Hq = 2, .Hkv = 2, .Nq = 6, .Nk = 6, .D = 8, .Dv = 8, .scale = 0.3f},
     {.name = "negative_scale", .B = 1, .Hq = 1, .Hkv = 1, .Nq = 6, .Nk = 9, .D = 8, .Dv = 8, .scale = -2.5f},
-    {.name = "large_scores", .B = 1, .Hq = 2, .Hkv = 2, .Nq = 9, .Nk = 33, .D = 16, .Dv = 8, .scale = 4.0f,
+    {.name = "large_scores",
+     .B = 1,
+     .Hq = 2,
+     .Hkv = 2,
+     .Nq = 9,
+     .Nk = 33,
+     .D = 16,
+     .Dv = 8,
+     .scale = 4.0f,
      .magnitude = 8},
     {.name = "gqa", .B = 2, .Hq = 6, .Hkv = 2, .Nq = 5, .Nk = 8, .D = 8, .Dv = 8},
     {.name = "mqa", .B = 1, .Hq = 4, .Hkv = 1, .Nq = 5, .Nk = 8, .D = 8, .Dv = 6},
     {.name = "bias_scalar", .B = 1, .Hq = 2, .Hkv = 2, .Nq = 4, .Nk = 6, .D = 8, .Dv = 8, .bias_shape = Shape{}},
-    {.name = "bias_keys_masked", .B = 2, .Hq = 2, .Hkv = 2, .Nq = 4, .Nk = 6, .D = 8, .Dv = 8,
-     .bias_shape = Shape{6}, .mask = true},
-    {.name = "bias_rows_masked", .B = 1, .Hq = 2, .Hkv = 1, .Nq = 4, .Nk = 6, .D = 8, .Dv = 8,
-     .bias_shape = Shape{4, 6}, .mask = true},
-    {.name = "bias_heads", .B = 2, .Hq = 3, .Hkv = 3, .Nq = 4, .Nk = 6, .D = 8, .Dv = 8,
-     .bias_shape = Shape{3, 1, 6}},
-    {.name = "bias_batch_rows", .B = 2, .Hq = 3, .Hkv = 1, .Nq = 4, .Nk = 6, .D = 8, .Dv = 8,
+    {.name = "bias_keys_masked",
+     .B = 2,
+     .Hq = 2,
+     .Hkv = 2,
+     .Nq = 4,
+     .Nk = 6,
+     .D = 8,
+     .Dv = 8,
+     .bias_shape = Shape{6},
+     .mask = true},
+    {.name = "bias_rows_masked",
+     .B = 1,
+     .Hq = 2,
+     .Hkv = 1,
+     .Nq = 4,
+     .Nk = 6,
+     .D = 8,
+     .Dv = 8,
+     .bias_shape = Shape{4, 6},
+     .mask = true},
+    {.name = "bias_heads", .B = 2, .Hq = 3, .Hkv = 3, .Nq = 4, .Nk = 6, .D = 8, .Dv = 8, .bias_shape = Shape{3, 1, 6}},
+    {.name = "bias_batch_rows",
+     .B = 2,
+     .Hq = 3,
+     .Hkv = 1,
+     .Nq = 4,
+     .Nk = 6,
+     .D = 8,
+     .Dv = 8,
      .bias_shape = Shape{2, 1, 4, 1}},
-    {.name = "bias_full_masked_causal", .B = 2, .Hq = 2, .Hkv = 2, .Nq = 5, .Nk = 7, .D = 8, .Dv = 8,
-     .causal = true, .bias_shape = Shape{2, 2, 5, 7}, .mask = true},
+    {.name = "bias_full_masked_causal",
+     .B = 2,
+     .Hq = 2,
+     .Hkv = 2,
+     .Nq = 5,
+     .Nk = 7,
+     .D = 8,
+     .Dv = 8,
+     .causal = true,
+     .bias_shape = Shape{2, 2, 5, 7},
+     .mask = true},
     {.name = "notation_3b1b", .B = 1, .Hq = 2, .Hkv = 2, .Nq = 5, .Nk = 7, .D = 8, .Dv = 6, .col3b1b = true},
-    {.name = "notation_3b1b_gqa_causal_bias", .B = 2, .Hq = 4, .Hkv = 2, .Nq = 6, .Nk = 9, .D = 5, .Dv = 7,
-     .causal = true, .bias_shape = Shape{6, 9}, .mask = true, .col3b1b = true},
-    {.name = "key_lengths", .B = 3, .Hq = 2, .Hkv = 2, .Nq = 4, .Nk = 9, .D = 8, .Dv = 8,
-     .key_lengths = {5, 0, 9}},
-    {.name = "key_lengths_causal", .B = 2, .Hq = 2, .Hkv = 1, .Nq = 4, .Nk = 9, .D = 8, .Dv = 8, .causal = true,
+    {.name = "notation_3b1b_gqa_causal_bias",
+     .B = 2,
+     .Hq = 4,
+     .Hkv = 2,
+     .Nq = 6,
+     .Nk = 9,
+     .D = 5,
+     .Dv = 7,
+     .causal = true,
+     .bias_shape = Shape{6, 9},
+     .mask = true,
+     .col3b1b = true},
+    {.name = "key_lengths", .B = 3, .Hq = 2, .Hkv = 2, .Nq = 4, .Nk = 9, .D = 8, .Dv = 8, .key_lengths = {5, 0, 9}},
+    {.name = "key_lengths_causal",
+     .B = 2,
+     .Hq = 2,
+     .Hkv = 1,
+     .Nq = 4,
+     .Nk = 9,
+     .D = 8,
+     .Dv = 8,
+     .causal = true,
      .key_lengths = {6, 2}},
-    {.name = "threads_1", .B = 2, .Hq = 4, .Hkv = 2, .Nq = 70, .Nk = 130, .D = 40, .Dv = 24, .causal = true,
+    {.name = "threads_1",
+     .B = 2,
+     .Hq = 4,
+     .Hkv = 2,
+     .Nq = 70,
+     .Nk = 130,
+     .D = 40,
+     .Dv = 24,
+     .causal = true,
      .threads = 1},
-    {.name = "threads_2", .B = 2, .Hq = 4, .Hkv = 2, .Nq = 70, .Nk = 130, .D = 40, .Dv = 24, .causal = true,
+    {.name = "threads_2",
+     .B = 2,
+     .Hq = 4,
+     .Hkv = 2,
+     .Nq = 70,
+     .Nk = 130,
+     .D = 40,
+     .Dv = 24,
+     .causal = true,
      .threads = 2},
     {.name = "no_keys", .B = 1, .Hq = 2, .Hkv = 2, .Nq = 3, .Nk = 0, .D = 4, .Dv = 4},
     {.name = "no_queries", .B = 1, .Hq = 2, .Hkv = 2, .Nq = 0, .Nk = 5, .D = 4, .Dv = 4},
@@ -423,18 +492,21 @@ struct BadInput {
 };
 void PrintTo(const BadInput& b, std::ostream* os) { *os << b.name; }
 
-const std::vector<std::string> kGood = {"--q", "q.npy", "--k", "k.npy", "--v", "v.npy", "--out", "out.npy",
-                                        "--lse", "lse.npy", "--probs", "probs.npy"};
+const std::vector<std::string> kGood = {"--q",   "q.npy",   "--k",   "k.npy",   "--v",     "v.npy",
+                                        "--out", "out.npy", "--lse", "lse.npy", "--probs", "probs.npy"};
 
 std::vector<BadInput> bad_inputs() {
   const auto& g = kGood;
   return {
-      {"QRank3", with(g, "--q", "q3.npy"), "--q q3.npy: expected a rank-4 array [B, Hq, Nq, D], got shape [2, 3, 4] (rank 3)"},
+      {"QRank3", with(g, "--q", "q3.npy"),
+       "--q q3.npy: expected a rank-4 array [B, Hq, Nq, D], got shape [2, 3, 4] (rank 3)"},
       {"QRank3In3b1b", with(with(g, "--q", "q3.npy"), "--notation", "3b1b"),
        "--q q3.npy: expected a rank-4 array [B, Hq, D, Nq] in 3b1b notation, got shape [2, 3, 4]"},
       {"VRank5", with(g, "--v", "bias5.npy"), "--v bias5.npy: expected a rank-4 array [B, Hkv, Nk, Dv]"},
-      {"KHeadDimMismatch", with(g, "--k", "k_d3.npy"), "k: expected shape [1, 2, 5, 4] [B, Hkv, Nk, D], got [1, 2, 5, 3]"},
-      {"VKeyCountMismatch", with(g, "--v", "v_n4.npy"), "v: expected shape [1, 2, 5, 6] [B, Hkv, Nk, Dv], got [1, 2, 4, 6]"},
+      {"KHeadDimMismatch", with(g, "--k", "k_d3.npy"),
+       "k: expected shape [1, 2, 5, 4] [B, Hkv, Nk, D], got [1, 2, 5, 3]"},
+      {"VKeyCountMismatch", with(g, "--v", "v_n4.npy"),
+       "v: expected shape [1, 2, 5, 6] [B, Hkv, Nk, Dv], got [1, 2, 4, 6]"},
       {"BatchMismatch", with(g, "--q", "q_b2.npy"), "k: expected shape [2, 2, 5, 4]"},
       {"Paper3b1bMismatch", with(g, "--notation", "3b1b"), "expected shape"},
       {"QFloat64", with(g, "--q", "q64.npy"), "--q q64.npy: data type '<f8' (float64) is not supported"},
@@ -454,7 +526,8 @@ std::vector<BadInput> bad_inputs() {
       {"LseIsV", with(g, "--lse", "v.npy"), "--lse v.npy: is also the --v input"},
       {"ProbsIsOut", with(g, "--probs", "out.npy"), "--probs out.npy: is also the --out output"},
       {"OutIsBias", with(with(g, "--bias", "bias_ok.npy"), "--out", "bias_ok.npy"), "is also the --bias input"},
-      {"OutDirectoryMissing", with(g, "--out", "nodir/out.npy"), "--out nodir/out.npy: the directory 'nodir' does not exist"},
+      {"OutDirectoryMissing", with(g, "--out", "nodir/out.npy"),
+       "--out nodir/out.npy: the directory 'nodir' does not exist"},
       {"OutIsADirectory", with(g, "--probs", "sub"), "--probs sub: is a directory"},
       {"BiasDoesNotBroadcast", with(g, "--bias", "bias_bad.npy"), "bias: shape [1, 1, 3, 4] does not broadcast"},
       {"BiasRank5", with(g, "--bias", "bias5.npy"), "--bias bias5.npy: expected rank 0 to 4"},
@@ -467,7 +540,8 @@ std::vector<BadInput> bad_inputs() {
       {"ScaleInfinite", with(g, "--scale", "inf"), "--scale: expected a finite float32 number"},
       {"ScaleBeyondFloat", with(g, "--scale", "1e39"), "--scale: expected a finite float32 number, got 1e+39"},
       {"ScaleNotANumber", with(g, "--scale", "big"), "--scale"},
-      {"ThreadsNegative", with(g, "--threads", "-1"), "--threads: expected 0 (OpenMP's default) or a positive count, got -1"},
+      {"ThreadsNegative", with(g, "--threads", "-1"),
+       "--threads: expected 0 (OpenMP's default) or a positive count, got -1"},
       {"ThreadsNotANumber", with(g, "--threads", "two"), "--threads"},
       {"EmptyOutPath", with(g, "--out", ""), "--out: expected a file name"},
       {"EmptyLsePath", with(g, "--lse", ""), "--lse: expected a file name"},

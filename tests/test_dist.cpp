@@ -75,11 +75,11 @@ RingRun run_ring(const Inputs& s, bool want_lse, int threads) {
   o.key_lengths = s.key_lengths;
   o.threads = threads;
   if (want_lse) o.lse = jomoim::Tensor3::contiguous(r.lse.data(), {n.B, n.Hq, nq});
-  r.stats = jomoim::dist::ring_attention(
-      MPI_COMM_WORLD, jomoim::ConstTensor4::contiguous(q.data(), {n.B, n.Hq, nq, n.D}),
-      jomoim::ConstTensor4::contiguous(k.data(), {n.B, n.Hkv, nk, n.D}),
-      jomoim::ConstTensor4::contiguous(v.data(), {n.B, n.Hkv, nk, n.Dv}),
-      jomoim::Tensor4::contiguous(r.out.data(), {n.B, n.Hq, nq, n.Dv}), n.Nq, n.Nk, o);
+  r.stats =
+      jomoim::dist::ring_attention(MPI_COMM_WORLD, jomoim::ConstTensor4::contiguous(q.data(), {n.B, n.Hq, nq, n.D}),
+                                   jomoim::ConstTensor4::contiguous(k.data(), {n.B, n.Hkv, nk, n.D}),
+                                   jomoim::ConstTensor4::contiguous(v.data(), {n.B, n.Hkv, nk, n.Dv}),
+                                   jomoim::Tensor4::contiguous(r.out.data(), {n.B, n.Hq, nq, n.Dv}), n.Nq, n.Nk, o);
   return r;
 }
 
@@ -98,8 +98,8 @@ RingRun run_ring(const Inputs& s, bool want_lse, int threads) {
       for (I64 li = 0; li < nq; ++li) {
         const std::size_t row = std::size_t((b * n.Hq + h) * n.Nq + g[std::size_t(li)]);
         const std::size_t lrow = std::size_t((b * n.Hq + h) * nq + li);
-        const std::string tag = " (global row " + std::to_string(g[std::size_t(li)]) + ", rank " +
-                                std::to_string(g_rank) + ")";
+        const std::string tag =
+            " (global row " + std::to_string(g[std::size_t(li)]) + ", rank " + std::to_string(g_rank) + ")";
         if (e.all_masked[row]) {
           bool ok = !want_lse || r.lse[lrow] == -std::numeric_limits<float>::infinity();
           for (I64 c = 0; c < n.Dv; ++c) ok = ok && r.out[lrow * std::size_t(n.Dv) + std::size_t(c)] == 0.f;
@@ -242,8 +242,7 @@ TEST(Ring, NonFiniteInputsFollowTheRule) {
   for (I64 d = 0; d < D; ++d) s.K[at(0, N - 1, d)] = s.V[at(0, N - 1, d)] = inf;  // only row N-1 sees it
   const auto ref = jomoim::attention_reference(jomoim::ConstTensor4::contiguous(s.Q.data(), {1, H, N, D}),
                                                jomoim::ConstTensor4::contiguous(s.K.data(), {1, H, N, D}),
-                                               jomoim::ConstTensor4::contiguous(s.V.data(), {1, H, N, D}),
-                                               s.options());
+                                               jomoim::ConstTensor4::contiguous(s.V.data(), {1, H, N, D}), s.options());
   const RingRun r = run_ring(s, true, 1);
   const std::vector<I64> g = global_rows(N);
   auto same = [](double want, double got) {
@@ -252,8 +251,8 @@ TEST(Ring, NonFiniteInputsFollowTheRule) {
   for (I64 h = 0; h < H; ++h)
     for (std::size_t li = 0; li < g.size(); ++li) {
       const std::size_t row = std::size_t(h * N + g[li]), lrow = std::size_t(h) * g.size() + li;
-      EXPECT_TRUE(same(ref.lse[row], r.lse[lrow])) << "lse, head " << h << ", row " << g[li] << ": " << ref.lse[row]
-                                                   << " vs " << r.lse[lrow];
+      EXPECT_TRUE(same(ref.lse[row], r.lse[lrow]))
+          << "lse, head " << h << ", row " << g[li] << ": " << ref.lse[row] << " vs " << r.lse[lrow];
       for (I64 e = 0; e < D; ++e)
         EXPECT_TRUE(same(ref.out[row * D + std::size_t(e)], r.out[lrow * D + std::size_t(e)]))
             << "out, head " << h << ", row " << g[li] << ", component " << e;
@@ -282,16 +281,16 @@ TEST(Ring, KeyLengths) {
 
 TEST(Ring, DifferentQueryAndKeyLengths) {
   run_case({1, 2, 1, 23, 50, 16, 16}, false);
-  run_case({1, 2, 1, 23, 50, 16, 16}, true);   // bottom-right: every row sees >= 28 keys
-  run_case({2, 2, 1, 50, 23, 16, 16}, true);   // 27 rows see nothing
+  run_case({1, 2, 1, 23, 50, 16, 16}, true);  // bottom-right: every row sees >= 28 keys
+  run_case({2, 2, 1, 50, 23, 16, 16}, true);  // 27 rows see nothing
   run_case({1, 2, 1, 9, 1, 8, 8}, true);
-  run_case({1, 2, 1, 4, 0, 8, 8}, false);      // no keys at all: zeros and -inf
+  run_case({1, 2, 1, 4, 0, 8, 8}, false);  // no keys at all: zeros and -inf
 }
 
 TEST(Ring, ScaleAmplitudeAndOptions) {
   run_case({1, 2, 2, 40, 40, 16, 16}, true, KeyLens::none, 0.3f);
-  run_case({1, 2, 2, 40, 40, 16, 16}, true, KeyLens::none, std::nullopt, 30);  // scores in the hundreds
-  run_case({1, 2, 2, 40, 40, 16, 16}, false, KeyLens::none, std::nullopt, 1, false);  // no lse
+  run_case({1, 2, 2, 40, 40, 16, 16}, true, KeyLens::none, std::nullopt, 30);          // scores in the hundreds
+  run_case({1, 2, 2, 40, 40, 16, 16}, false, KeyLens::none, std::nullopt, 1, false);   // no lse
   run_case({1, 2, 2, 40, 40, 16, 16}, true, KeyLens::none, std::nullopt, 1, true, 0);  // OpenMP default
 }
 
@@ -347,8 +346,8 @@ TEST(RingRefusal, RanksThatDisagreeStopEveryRank) {
   RingOptions o;
   o.causal = g_rank == 1;
   const Refusal r = catch_error([&] {
-    jomoim::dist::ring_attention(MPI_COMM_WORLD, view, view, view, jomoim::Tensor4::contiguous(out.data(), {B, H, n, D}),
-                                 N, N, o);
+    jomoim::dist::ring_attention(MPI_COMM_WORLD, view, view, view,
+                                 jomoim::Tensor4::contiguous(out.data(), {B, H, n, D}), N, N, o);
   });
   ASSERT_TRUE(r.threw);
   EXPECT_NE(r.message.find("disagree on causal"), std::string::npos) << r.message;
@@ -364,8 +363,8 @@ TEST(RingRefusal, InjectedFailureBeforeTheRing) {
   o.fail_rank = victim;
   o.fail_phase = FailPhase::check;
   const Refusal r = catch_error([&] {
-    jomoim::dist::ring_attention(MPI_COMM_WORLD, view, view, view, jomoim::Tensor4::contiguous(out.data(), {B, H, n, D}),
-                                 N, N, o);
+    jomoim::dist::ring_attention(MPI_COMM_WORLD, view, view, view,
+                                 jomoim::Tensor4::contiguous(out.data(), {B, H, n, D}), N, N, o);
   });
   ASSERT_TRUE(r.threw);
   EXPECT_NE(r.message.find(g_rank == victim ? "injected failure" : "stopped because rank(s) 1 failed"),
@@ -382,8 +381,8 @@ TEST(RingRefusal, BadKeyLengthsOnEveryRank) {
   RingOptions o;
   o.key_lengths = lens;
   const Refusal r = catch_error([&] {
-    jomoim::dist::ring_attention(MPI_COMM_WORLD, view, view, view, jomoim::Tensor4::contiguous(out.data(), {B, H, n, D}),
-                                 N, N, o);
+    jomoim::dist::ring_attention(MPI_COMM_WORLD, view, view, view,
+                                 jomoim::Tensor4::contiguous(out.data(), {B, H, n, D}), N, N, o);
   });
   ASSERT_TRUE(r.threw);
   EXPECT_NE(r.message.find("key_lengths[1] = 11 is not in [0, Nk = 10]"), std::string::npos) << r.message;
@@ -409,8 +408,8 @@ TEST(RingAbort, FailureMidRingEndsEveryRank) {
 class RankFailurePrinter : public ::testing::EmptyTestEventListener {
   void OnTestPartResult(const ::testing::TestPartResult& r) override {
     if (r.failed())
-      std::cerr << "[rank " << g_rank << "] " << (r.file_name() ? r.file_name() : "?") << ":" << r.line_number()
-                << ": " << r.summary() << std::endl;
+      std::cerr << "[rank " << g_rank << "] " << (r.file_name() ? r.file_name() : "?") << ":" << r.line_number() << ": "
+                << r.summary() << std::endl;
   }
 };
 

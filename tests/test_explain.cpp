@@ -35,8 +35,8 @@ Tokenizer tiny_tokenizer(bool eos = true) {
   std::vector<std::string> tokens;
   for (int b = 0; b < 256; ++b) tokens.push_back(bytes_to_unicode(std::string(1, static_cast<char>(b))));
   const std::vector<std::pair<std::string, std::string>> merges = {
-      {"\xC4\xA0", "a"}, {"\xC4\xA0", "l"}, {"o", "t"}, {"\xC4\xA0l", "ot"}, {"a", "v"}, {"\xC4\xA0h", "av"},
-      {"\xC4\xA0", "h"}, {"\xC4\xA0hav", "e"}};
+      {"\xC4\xA0", "a"}, {"\xC4\xA0", "l"},   {"o", "t"},        {"\xC4\xA0l", "ot"},
+      {"a", "v"},        {"\xC4\xA0h", "av"}, {"\xC4\xA0", "h"}, {"\xC4\xA0hav", "e"}};
   for (const auto& [a, b] : merges)
     if (std::find(tokens.begin(), tokens.end(), a + b) == tokens.end()) tokens.push_back(a + b);
   if (eos) tokens.push_back("<|endoftext|>");
@@ -362,7 +362,8 @@ TEST(Explain, SwapQkSwapsLayerZerosQueriesAndKeys) {
   EXPECT_EQ(s["baseline"]["top"], p["prediction"]["top"]);
   const auto ids = f.tok.encode(kSeed);
   const auto swapped = softmax_of_logits(f.model, ids, {}, true);
-  for (const auto& e : s["prediction"]["top"]) EXPECT_DOUBLE_EQ(e["probability"].get<double>(), swapped[e["id"].get<int>()]);
+  for (const auto& e : s["prediction"]["top"])
+    EXPECT_DOUBLE_EQ(e["probability"].get<double>(), swapped[e["id"].get<int>()]);
   EXPECT_NE(s["prediction"]["top"], p["prediction"]["top"]);
 }
 
@@ -382,7 +383,8 @@ TEST(Explain, CompareShiftIsTheDifferenceOfTheTwoDistributions) {
     a.top = 5;
     return explain(f.model, f.tok, kSeedCompare, a);
   }();
-  for (const char* k : {"tokens", "prediction", "heads", "layers", "last_token_attention"}) EXPECT_EQ(c[k], alone[k]) << k;
+  for (const char* k : {"tokens", "prediction", "heads", "layers", "last_token_attention"})
+    EXPECT_EQ(c[k], alone[k]) << k;
   const auto pa = softmax_of_logits(f.model, f.tok.encode(kSeed));
   const auto pb = softmax_of_logits(f.model, f.tok.encode(kSeedCompare));
   std::set<int> expected;
@@ -487,9 +489,9 @@ TEST(Explain, RefusesBadArgumentsWithOneLine) {
 
 TEST(Explain, OddPromptsGiveValidJson) {
   Fixture f(1, 1, 8, 40);
-  for (const std::string& prompt : {std::string("a"), std::string("\n\t\x01\\"), std::string("\xff\xfe \xc3"),
-                                   std::string("\xed\xa0\x80 \xc0\xaf"), std::string("h\xc3\xa9llo \xec\xa1\xb0 \xf0\x9f\x99\x82"),
-                                   std::string(40, 'z')}) {
+  for (const std::string& prompt :
+       {std::string("a"), std::string("\n\t\x01\\"), std::string("\xff\xfe \xc3"), std::string("\xed\xa0\x80 \xc0\xaf"),
+        std::string("h\xc3\xa9llo \xec\xa1\xb0 \xf0\x9f\x99\x82"), std::string(40, 'z')}) {
     const json j = explain(f.model, f.tok, prompt);
     std::string s;
     ASSERT_NO_THROW(s = j.dump()) << "strings must be valid UTF-8";

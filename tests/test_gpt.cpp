@@ -19,10 +19,10 @@
 #include <nlohmann/json.hpp>
 
 #include "jomoim/engine/attention.hpp"
-#include "jomoim/model/model.hpp"
 #include "jomoim/formats/npy.hpp"
 #include "jomoim/formats/safetensors.hpp"
 #include "jomoim/model/generate.hpp"
+#include "jomoim/model/model.hpp"
 #include "jomoim/model/sampling.hpp"
 #include "model_test_util.hpp"
 
@@ -80,8 +80,7 @@ TEST(GptTorch, LogitsMatchPyTorchForEveryPosition) {
       GptModel mt = GptModel::load(c.dir);
       mt.set_threads(threads);
       const auto got = mt.logits(c.ids);
-      EXPECT_LE(relative_error(got, c.logits), 1e-4)
-          << c.variant << " T=" << c.ids.size() << " threads=" << threads;
+      EXPECT_LE(relative_error(got, c.logits), 1e-4) << c.variant << " T=" << c.ids.size() << " threads=" << threads;
     }
     seen[c.variant]++;
   }
@@ -317,11 +316,14 @@ TEST(GptConfig, ParsesHuggingFaceConfigAndRefusesBadOnes) {
   EXPECT_NE(refused("{").find("not valid JSON"), std::string::npos);
   EXPECT_NE(refused("[]").find("JSON object"), std::string::npos);
   EXPECT_NE(refused(R"({"n_head":2,"n_embd":8,)" + ok_rest + "}").find("n_layer"), std::string::npos);
-  EXPECT_NE(refused(R"({"n_layer":1,"n_head":3,"n_embd":8,)" + ok_rest + "}").find("multiple of n_head"), std::string::npos);
+  EXPECT_NE(refused(R"({"n_layer":1,"n_head":3,"n_embd":8,)" + ok_rest + "}").find("multiple of n_head"),
+            std::string::npos);
   EXPECT_NE(refused(R"({"n_layer":1,"n_head":2,"n_embd":8.5,)" + ok_rest + "}").find("n_embd"), std::string::npos);
   EXPECT_NE(refused(R"({"n_layer":-1,"n_head":2,"n_embd":8,)" + ok_rest + "}").find("n_layer"), std::string::npos);
-  EXPECT_NE(refused(R"({"n_layer":1,"n_head":2,"n_embd":8,"activation_function":"relu",)" + ok_rest + "}").find("relu"), std::string::npos);
-  EXPECT_NE(refused(R"({"model_type":"llama","n_layer":1,"n_head":2,"n_embd":8,)" + ok_rest + "}").find("llama"), std::string::npos);
+  EXPECT_NE(refused(R"({"n_layer":1,"n_head":2,"n_embd":8,"activation_function":"relu",)" + ok_rest + "}").find("relu"),
+            std::string::npos);
+  EXPECT_NE(refused(R"({"model_type":"llama","n_layer":1,"n_head":2,"n_embd":8,)" + ok_rest + "}").find("llama"),
+            std::string::npos);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -545,9 +547,12 @@ TEST(Generate, FollowsTheLoopWrittenOut) {
     std::uint64_t seed;
     int n;
   };
-  const Case cases[] = {{"greedy", 0.0f, 0, 1.0f, 0, 10},     {"sampled", 1.0f, 0, 1.0f, 5, 12},
-                        {"top-k", 0.8f, 40, 0.95f, 1, 12},     {"hot top-p", 2.0f, 0, 0.5f, std::uint64_t{2} << 40, 12},
-                        {"into the context", 1.5f, 0, 1.0f, 9, 100}, {"none", 1.0f, 0, 1.0f, 3, 0}};
+  const Case cases[] = {{"greedy", 0.0f, 0, 1.0f, 0, 10},
+                        {"sampled", 1.0f, 0, 1.0f, 5, 12},
+                        {"top-k", 0.8f, 40, 0.95f, 1, 12},
+                        {"hot top-p", 2.0f, 0, 0.5f, std::uint64_t{2} << 40, 12},
+                        {"into the context", 1.5f, 0, 1.0f, 9, 100},
+                        {"none", 1.0f, 0, 1.0f, 3, 0}};
   for (const Case& c : cases) {
     GenerateOptions o;
     o.max_tokens = c.n;

@@ -99,10 +99,12 @@ TEST_P(NpyRoundTrip, WriteThenReadGivesTheSameShapeAndBits) {
   std::vector<float> data(static_cast<std::size_t>(n));
   for (auto& x : data) x = uni(rng);
   // Values a byte-level bug would mangle: signed zero, infinities, a NaN payload, subnormals.
-  const float special[] = {-0.0f, std::numeric_limits<float>::infinity(),
+  const float special[] = {-0.0f,
+                           std::numeric_limits<float>::infinity(),
                            -std::numeric_limits<float>::infinity(),
                            std::numeric_limits<float>::denorm_min(),
-                           std::numeric_limits<float>::max(), std::numeric_limits<float>::lowest()};
+                           std::numeric_limits<float>::max(),
+                           std::numeric_limits<float>::lowest()};
   for (std::size_t i = 0; i < data.size() && i < std::size(special); ++i) data[i] = special[i];
   if (data.size() > std::size(special)) {
     const std::uint32_t nan_bits = 0x7fc01234u;
@@ -127,16 +129,16 @@ TEST_P(NpyRoundTrip, WriteThenReadGivesTheSameShapeAndBits) {
   EXPECT_EQ(read_bytes(p), read_bytes(dir.path() / "b.npy"));
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, NpyRoundTrip,
-    ::testing::Values(std::vector<std::int64_t>{}, std::vector<std::int64_t>{0}, std::vector<std::int64_t>{1},
-                      std::vector<std::int64_t>{7}, std::vector<std::int64_t>{1000},
-                      std::vector<std::int64_t>{2, 3}, std::vector<std::int64_t>{0, 5},
-                      std::vector<std::int64_t>{5, 0}, std::vector<std::int64_t>{3, 0, 2},
-                      std::vector<std::int64_t>{1, 1, 1, 1}, std::vector<std::int64_t>{2, 3, 4, 5},
-                      std::vector<std::int64_t>{2, 1, 3, 1, 2},
-                      std::vector<std::int64_t>{1, 2, 1, 2, 1, 2, 1, 2, 1, 2, 1, 2},
-                      std::vector<std::int64_t>{123456789012, 0}));
+INSTANTIATE_TEST_SUITE_P(Shapes, NpyRoundTrip,
+                         ::testing::Values(std::vector<std::int64_t>{}, std::vector<std::int64_t>{0},
+                                           std::vector<std::int64_t>{1}, std::vector<std::int64_t>{7},
+                                           std::vector<std::int64_t>{1000}, std::vector<std::int64_t>{2, 3},
+                                           std::vector<std::int64_t>{0, 5}, std::vector<std::int64_t>{5, 0},
+                                           std::vector<std::int64_t>{3, 0, 2}, std::vector<std::int64_t>{1, 1, 1, 1},
+                                           std::vector<std::int64_t>{2, 3, 4, 5},
+                                           std::vector<std::int64_t>{2, 1, 3, 1, 2},
+                                           std::vector<std::int64_t>{1, 2, 1, 2, 1, 2, 1, 2, 1, 2, 1, 2},
+                                           std::vector<std::int64_t>{123456789012, 0}));
 
 // ------------------------------------------------------------------------------ the writer
 
@@ -252,7 +254,7 @@ TEST(NpyReader, AcceptsEveryWayNumPyAndPythonMaySpellTheHeader) {
       "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3)}",  // no trailing comma
       "{'shape': (2, 3), 'fortran_order': False, 'descr': '<f4'}",  // any key order
       "{'fortran_order': False, 'descr': '<f4', 'shape': (2, 3),}",
-      "{\"descr\": \"<f4\", \"fortran_order\": False, \"shape\": (2, 3)}",  // double quotes
+      "{\"descr\": \"<f4\", \"fortran_order\": False, \"shape\": (2, 3)}",    // double quotes
       "  {  'descr' :'<f4' ,\t'fortran_order':False,'shape':( 2 ,3 , ) , }",  // odd spacing
       "{'descr': '<f4', 'fortran_order': False, 'shape': (+2, 3)}",
   };
@@ -269,14 +271,11 @@ TEST(NpyReader, AcceptsEveryWayNumPyAndPythonMaySpellTheHeader) {
   std::string f = std::string("\x93NUMPY\x01\x00", 8) + char(unpadded.size()) + '\0' + unpadded + six;
   EXPECT_EQ(parse_npy(as_bytes(f), "t.npy").shape, (std::vector<std::int64_t>{2, 3}));
   // Scalars, 1-tuples, empty arrays.
-  EXPECT_EQ(parse_npy(as_bytes(npy_file(dict_for("()"), float_bytes({7}))), "t.npy").data,
-            std::vector<float>{7});
+  EXPECT_EQ(parse_npy(as_bytes(npy_file(dict_for("()"), float_bytes({7}))), "t.npy").data, std::vector<float>{7});
   EXPECT_EQ(parse_npy(as_bytes(npy_file(dict_for("(3,)"), float_bytes({1, 2, 3}))), "t.npy").shape,
             std::vector<std::int64_t>{3});
-  EXPECT_EQ(parse_npy(as_bytes(npy_file(dict_for("(0, 9)"), "")), "t.npy").shape,
-            (std::vector<std::int64_t>{0, 9}));
-  EXPECT_EQ(parse_npy(as_bytes(npy_file(dict_for("(-0,)"), "")), "t.npy").shape,
-            std::vector<std::int64_t>{0});
+  EXPECT_EQ(parse_npy(as_bytes(npy_file(dict_for("(0, 9)"), "")), "t.npy").shape, (std::vector<std::int64_t>{0, 9}));
+  EXPECT_EQ(parse_npy(as_bytes(npy_file(dict_for("(-0,)"), "")), "t.npy").shape, std::vector<std::int64_t>{0});
 }
 
 struct Refusal {
@@ -304,8 +303,8 @@ std::vector<Refusal> refusals() {
   std::string high_byte = good;
   high_byte[80] = char(0xe9);
   std::string zero_header = std::string("\x93NUMPY\x01\x00\x00\x00", 10);
-  std::string deep = "{'descr': '<f4', 'fortran_order': False, 'shape': " + std::string(200, '(') +
-                     std::string(200, ')') + "}";
+  std::string deep =
+      "{'descr': '<f4', 'fortran_order': False, 'shape': " + std::string(200, '(') + std::string(200, ')') + "}";
   std::string rank65 = "(";
   for (int i = 0; i < 65; ++i) rank65 += "1, ";
   rank65 += ")";
@@ -330,12 +329,10 @@ std::vector<Refusal> refusals() {
        "data type '>f4' (big-endian float32) is not supported; expected '<f4'"},
       {"Float64", with_dict("{'descr': '<f8', 'fortran_order': False, 'shape': (2, 3), }", six + six),
        "data type '<f8' (float64)"},
-      {"Int32", with_dict("{'descr': '<i4', 'fortran_order': False, 'shape': (2, 3), }"),
-       "data type '<i4' (int32)"},
+      {"Int32", with_dict("{'descr': '<i4', 'fortran_order': False, 'shape': (2, 3), }"), "data type '<i4' (int32)"},
       {"Float16", with_dict("{'descr': '<f2', 'fortran_order': False, 'shape': (2, 3), }"),
        "data type '<f2' (float16)"},
-      {"Uint8", with_dict("{'descr': '|u1', 'fortran_order': False, 'shape': (2, 3), }"),
-       "data type '|u1' (uint8)"},
+      {"Uint8", with_dict("{'descr': '|u1', 'fortran_order': False, 'shape': (2, 3), }"), "data type '|u1' (uint8)"},
       {"NativeOrder", with_dict("{'descr': '=f4', 'fortran_order': False, 'shape': (2, 3), }"),
        "'=f4' (native-endian float32)"},
       {"Structured", with_dict("{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (2, 3), }"),
@@ -353,16 +350,12 @@ std::vector<Refusal> refusals() {
        "the key 'descr' twice"},
       {"EmptyDict", with_dict("{}"), "no 'descr' key"},
       {"NotADict", with_dict("['descr', '<f4']"), "expected '{'"},
-      {"UnclosedDict", with_dict("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3)"),
-       "expected ',' or '}'"},
+      {"UnclosedDict", with_dict("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3)"), "expected ',' or '}'"},
       {"MissingColon", with_dict("{'descr' '<f4', 'fortran_order': False, 'shape': (2, 3)}"),
        "expected ':' after the key 'descr'"},
-      {"MissingComma", with_dict("{'descr': '<f4' 'fortran_order': False, 'shape': (2, 3)}"),
-       "expected ',' or '}'"},
-      {"DoubleComma", with_dict("{'descr': '<f4',, 'fortran_order': False, 'shape': (2, 3)}"),
-       "expected a quoted key"},
-      {"UnquotedKey", with_dict("{descr: '<f4', 'fortran_order': False, 'shape': (2, 3)}"),
-       "expected a quoted key"},
+      {"MissingComma", with_dict("{'descr': '<f4' 'fortran_order': False, 'shape': (2, 3)}"), "expected ',' or '}'"},
+      {"DoubleComma", with_dict("{'descr': '<f4',, 'fortran_order': False, 'shape': (2, 3)}"), "expected a quoted key"},
+      {"UnquotedKey", with_dict("{descr: '<f4', 'fortran_order': False, 'shape': (2, 3)}"), "expected a quoted key"},
       {"UnterminatedString", with_dict("{'descr': '<f4, 'fortran_order': False, 'shape': (2, 3)}"),
        "expected ',' or '}'"},
       {"UnterminatedAtEnd", with_dict("{'descr': '<f4"), "unterminated string"},
@@ -371,8 +364,7 @@ std::vector<Refusal> refusals() {
       {"TextAfterDict", with_dict(dict_for("(2, 3)") + " x"), "unexpected text after the closing '}'"},
       {"LowercaseFalse", with_dict("{'descr': '<f4', 'fortran_order': false, 'shape': (2, 3)}"),
        "unknown name 'false'"},
-      {"MissingValue", with_dict("{'descr': '<f4', 'fortran_order': , 'shape': (2, 3)}"),
-       "unexpected character ','"},
+      {"MissingValue", with_dict("{'descr': '<f4', 'fortran_order': , 'shape': (2, 3)}"), "unexpected character ','"},
       {"ShapeIsList", with_dict(dict_for("[2, 3]")), "'shape' must be a tuple of non-negative integers, got [2, 3]"},
       {"ShapeIsInteger", with_dict(dict_for("(6)")), "got 6 (a 1-tuple needs a comma"},
       {"ShapeIsNone", with_dict(dict_for("None")), "got None"},
@@ -424,9 +416,8 @@ INSTANTIATE_TEST_SUITE_P(Files, NpyRefusal, ::testing::ValuesIn(refusals()),
 
 TEST(NpyReader, ReadNpyNamesTheFileForIoErrors) {
   TempDir dir;
-  for (const auto& [path, problem] :
-       {std::pair{dir.path() / "missing.npy", "cannot open: No such file or directory"},
-        std::pair{dir.path(), "cannot read: Is a directory"}}) {
+  for (const auto& [path, problem] : {std::pair{dir.path() / "missing.npy", "cannot open: No such file or directory"},
+                                      std::pair{dir.path(), "cannot read: Is a directory"}}) {
     try {
       read_npy(path);
       ADD_FAILURE() << "read " << path;

@@ -128,17 +128,17 @@ std::string refusal(const std::string& file) {
 }
 
 // One-line refusal naming the file and containing `needle`.
-#define EXPECT_REFUSED(file, needle)                                                  \
-  do {                                                                                \
-    const std::string msg_ = refusal(file);                                           \
-    EXPECT_NE(msg_, "") << "accepted, expected a refusal with: " << (needle);         \
-    EXPECT_EQ(msg_.rfind("bad.st: ", 0), 0u) << msg_;                                  \
-    EXPECT_NE(msg_.find(needle), std::string::npos) << "message: " << msg_;           \
-    EXPECT_EQ(msg_.find('\n'), std::string::npos) << "message: " << msg_;             \
+#define EXPECT_REFUSED(file, needle)                                          \
+  do {                                                                        \
+    const std::string msg_ = refusal(file);                                   \
+    EXPECT_NE(msg_, "") << "accepted, expected a refusal with: " << (needle); \
+    EXPECT_EQ(msg_.rfind("bad.st: ", 0), 0u) << msg_;                         \
+    EXPECT_NE(msg_.find(needle), std::string::npos) << "message: " << msg_;   \
+    EXPECT_EQ(msg_.find('\n'), std::string::npos) << "message: " << msg_;     \
   } while (0)
 
-std::string entry(const std::string& name, const std::string& dtype, const std::string& shape,
-                  std::size_t begin, std::size_t end) {
+std::string entry(const std::string& name, const std::string& dtype, const std::string& shape, std::size_t begin,
+                  std::size_t end) {
   return "\"" + name + "\":{\"dtype\":\"" + dtype + "\",\"shape\":" + shape + ",\"data_offsets\":[" +
          std::to_string(begin) + "," + std::to_string(end) + "]}";
 }
@@ -147,7 +147,7 @@ std::string entry(const std::string& name, const std::string& dtype, const std::
 
 TEST(Safetensors, DtypeNamesAndSizes) {
   const std::vector<std::pair<std::string, std::size_t>> expected = {
-      {"BOOL", 1}, {"U8", 1},  {"I8", 1},   {"F8_E5M2", 1}, {"F8_E4M3", 1}, {"I16", 2}, {"U16", 2}, {"F16", 2},
+      {"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"F8_E5M2", 1}, {"F8_E4M3", 1}, {"I16", 2}, {"U16", 2}, {"F16", 2},
       {"BF16", 2}, {"I32", 4}, {"U32", 4}, {"F32", 4},     {"F64", 8},     {"I64", 8}, {"U64", 8}};
   for (const auto& [name, size] : expected) {
     DType t;
@@ -170,7 +170,8 @@ TEST(Safetensors, RoundTripShapesAndMetadata) {
   const fs::path path = dir.path() / "m.safetensors";
   std::mt19937 rng(7);
   std::normal_distribution<float> normal;
-  const std::vector<std::vector<std::int64_t>> shapes = {{}, {0}, {2, 0, 3}, {1}, {5}, {3, 4}, {2, 3, 4}, {1, 1, 1, 1, 7}};
+  const std::vector<std::vector<std::int64_t>> shapes = {{},  {0},    {2, 0, 3}, {1},
+                                                         {5}, {3, 4}, {2, 3, 4}, {1, 1, 1, 1, 7}};
   std::vector<std::string> names;
   std::vector<std::vector<float>> datas;
   std::vector<std::vector<std::int64_t>> all_shapes;
@@ -199,7 +200,8 @@ TEST(Safetensors, RoundTripShapesAndMetadata) {
   std::vector<TensorToWrite> tw;
   for (std::size_t i = 0; i < names.size(); ++i) tw.push_back({names[i], all_shapes[i], datas[i].data()});
   tw[1].data = nullptr;  // no elements: no data needed
-  const std::map<std::string, std::string> meta = {{"format", "pt"}, {"note", "caf\xc3\xa9 \"quoted\"\n2 lines"}, {"", ""}};
+  const std::map<std::string, std::string> meta = {
+      {"format", "pt"}, {"note", "caf\xc3\xa9 \"quoted\"\n2 lines"}, {"", ""}};
   write_safetensors(path, tw, meta);
 
   // The layout: 8-byte length, header padded with spaces to a multiple of 8, data in order.
@@ -343,9 +345,12 @@ TEST(Safetensors, WriterRefusals) {
 double half_reference(std::uint16_t h) {
   const int s = h >> 15, e = (h >> 10) & 31, m = h & 1023;
   double v;
-  if (e == 31) v = m ? std::numeric_limits<double>::quiet_NaN() : std::numeric_limits<double>::infinity();
-  else if (e == 0) v = std::ldexp(double(m) / 1024.0, -14);
-  else v = std::ldexp(1.0 + double(m) / 1024.0, e - 15);
+  if (e == 31)
+    v = m ? std::numeric_limits<double>::quiet_NaN() : std::numeric_limits<double>::infinity();
+  else if (e == 0)
+    v = std::ldexp(double(m) / 1024.0, -14);
+  else
+    v = std::ldexp(1.0 + double(m) / 1024.0, e - 15);
   return s ? -v : v;
 }
 
@@ -353,9 +358,12 @@ double half_reference(std::uint16_t h) {
 double bf16_reference(std::uint16_t b) {
   const int s = b >> 15, e = (b >> 7) & 255, m = b & 127;
   double v;
-  if (e == 255) v = m ? std::numeric_limits<double>::quiet_NaN() : std::numeric_limits<double>::infinity();
-  else if (e == 0) v = std::ldexp(double(m) / 128.0, -126);
-  else v = std::ldexp(1.0 + double(m) / 128.0, e - 127);
+  if (e == 255)
+    v = m ? std::numeric_limits<double>::quiet_NaN() : std::numeric_limits<double>::infinity();
+  else if (e == 0)
+    v = std::ldexp(double(m) / 128.0, -126);
+  else
+    v = std::ldexp(1.0 + double(m) / 128.0, e - 127);
   return s ? -v : v;
 }
 
@@ -426,12 +434,12 @@ TEST(Safetensors, BF16ConvertsExactly) {
   ASSERT_EQ(a.numel(), 12);
   EXPECT_EQ(bits_of(a.data[0]), 0x00000000u);
   EXPECT_EQ(bits_of(a.data[1]), 0x80000000u);
-  EXPECT_EQ(a.data[2], 0x1p-133f);    // smallest subnormal
+  EXPECT_EQ(a.data[2], 0x1p-133f);     // smallest subnormal
   EXPECT_EQ(a.data[3], 0x1.fcp-127f);  // largest subnormal: 127 × 2^-133
-  EXPECT_EQ(a.data[4], 0x1p-126f);    // smallest normal
+  EXPECT_EQ(a.data[4], 0x1p-126f);     // smallest normal
   EXPECT_EQ(a.data[5], 1.0f);
   EXPECT_EQ(a.data[6], -2.0f);
-  EXPECT_EQ(a.data[7], 0x1.fep127f);   // max: (2 - 2^-7) × 2^127
+  EXPECT_EQ(a.data[7], 0x1.fep127f);  // max: (2 - 2^-7) × 2^127
   EXPECT_EQ(a.data[8], std::numeric_limits<float>::infinity());
   EXPECT_EQ(a.data[9], -std::numeric_limits<float>::infinity());
   EXPECT_TRUE(std::isnan(a.data[10]));
@@ -462,9 +470,10 @@ TEST(Safetensors, MisalignedF32IsCopied) {
 }
 
 TEST(Safetensors, LoadF32Refusals) {
-  const std::string file = st_file("{" + entry("d", "F64", "[1]", 0, 8) + "," + entry("i", "I64", "[1]", 8, 16) + "," +
-                                       entry("q", "F8_E4M3", "[2]", 16, 18) + "," + entry("t", "BOOL", "[]", 18, 19) + "}",
-                                   std::string(19, '\0'));
+  const std::string file =
+      st_file("{" + entry("d", "F64", "[1]", 0, 8) + "," + entry("i", "I64", "[1]", 8, 16) + "," +
+                  entry("q", "F8_E4M3", "[2]", 16, 18) + "," + entry("t", "BOOL", "[]", 18, 19) + "}",
+              std::string(19, '\0'));
   const Buffer b(file);
   const SafetensorsFile f = SafetensorsFile::from_memory(b.bytes(), "m.st");
   auto message = [&](const std::string& name) -> std::string {
@@ -558,23 +567,24 @@ TEST(Safetensors, RefusesBadJson) {
 TEST(Safetensors, RefusesDuplicateKeys) {
   const std::string e = entry("x", "F32", "[1]", 0, 4);
   EXPECT_REFUSED(st_file("{" + e + "," + e + "}", float_bytes({1})), "header has the name 'x' twice");
-  EXPECT_REFUSED(st_file("{" + entry("x", "F32", "[1]", 0, 4) + "," + entry("x", "F32", "[0]", 4, 4) + "}",
-                         float_bytes({1})),
-                 "'x' twice");
-  EXPECT_REFUSED(st_file("{\"x\":{\"dtype\":\"F32\",\"dtype\":\"F16\",\"shape\":[1],\"data_offsets\":[0,4]}}",
-                         float_bytes({1})),
-                 "key 'dtype' twice inside 'x'");
+  EXPECT_REFUSED(
+      st_file("{" + entry("x", "F32", "[1]", 0, 4) + "," + entry("x", "F32", "[0]", 4, 4) + "}", float_bytes({1})),
+      "'x' twice");
+  EXPECT_REFUSED(
+      st_file("{\"x\":{\"dtype\":\"F32\",\"dtype\":\"F16\",\"shape\":[1],\"data_offsets\":[0,4]}}", float_bytes({1})),
+      "key 'dtype' twice inside 'x'");
   EXPECT_REFUSED(st_file("{\"__metadata__\":{\"a\":\"1\",\"a\":\"2\"}}", ""), "key 'a' twice inside '__metadata__'");
   EXPECT_REFUSED(st_file("{\"__metadata__\":{},\"__metadata__\":{}}", ""), "'__metadata__' twice");
   // The same name spelled with an escape is the same name.
-  EXPECT_REFUSED(st_file("{" + e + ",\"\\u0078\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[4,4]}}",
-                         float_bytes({1})),
-                 "'x' twice");
+  EXPECT_REFUSED(
+      st_file("{" + e + ",\"\\u0078\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[4,4]}}", float_bytes({1})),
+      "'x' twice");
 }
 
 TEST(Safetensors, RefusesBadEntries) {
   const std::string d4 = float_bytes({1});
-  EXPECT_REFUSED(st_file("{\"x\":5}", ""), "tensor 'x': entry must be an object with dtype, shape and data_offsets, got an integer");
+  EXPECT_REFUSED(st_file("{\"x\":5}", ""),
+                 "tensor 'x': entry must be an object with dtype, shape and data_offsets, got an integer");
   EXPECT_REFUSED(st_file("{\"x\":[]}", ""), "entry must be an object");
   EXPECT_REFUSED(st_file("{\"x\":{\"shape\":[1],\"data_offsets\":[0,4]}}", d4), "tensor 'x': missing 'dtype'");
   EXPECT_REFUSED(st_file("{\"x\":{\"dtype\":\"F32\",\"data_offsets\":[0,4]}}", d4), "missing 'shape'");
@@ -632,7 +642,8 @@ TEST(Safetensors, RefusesLyingOffsets) {
   // Holes and trailing bytes (refused, as the reference implementation refuses them).
   EXPECT_REFUSED(st_file("{" + entry("a", "F32", "[1]", 0, 4) + "," + entry("b", "F32", "[2]", 8, 16) + "}", d16),
                  "bytes [4, 8) of the data section belong to no tensor (a hole between 'a' and 'b'");
-  EXPECT_REFUSED(st_file("{" + entry("b", "F32", "[3]", 4, 16) + "}", d16), "bytes [0, 4) of the data section belong to no tensor (a hole before 'b'");
+  EXPECT_REFUSED(st_file("{" + entry("b", "F32", "[3]", 4, 16) + "}", d16),
+                 "bytes [0, 4) of the data section belong to no tensor (a hole before 'b'");
   EXPECT_REFUSED(st_file("{" + entry("a", "F32", "[3]", 0, 12) + "}", d16),
                  "data section has 4 bytes after the last tensor 'a'");
   EXPECT_REFUSED(st_file("{}", d16), "data section has 16 bytes after the last tensor");
@@ -641,7 +652,8 @@ TEST(Safetensors, RefusesLyingOffsets) {
 TEST(Safetensors, RefusesBadMetadata) {
   EXPECT_REFUSED(st_file("{\"__metadata__\":[]}", ""), "__metadata__ must be an object of strings, got an array");
   EXPECT_REFUSED(st_file("{\"__metadata__\":\"x\"}", ""), "__metadata__ must be an object");
-  EXPECT_REFUSED(st_file("{\"__metadata__\":{\"n\":1}}", ""), "__metadata__ value of 'n' must be a string, got an integer");
+  EXPECT_REFUSED(st_file("{\"__metadata__\":{\"n\":1}}", ""),
+                 "__metadata__ value of 'n' must be a string, got an integer");
   EXPECT_REFUSED(st_file("{\"__metadata__\":{\"n\":{}}}", ""), "must be a string, got an object");
   EXPECT_REFUSED(st_file("{\"__metadata__\":{\"n\":null}}", ""), "got null");
 }
@@ -661,8 +673,9 @@ TEST(Safetensors, OpenRefusals) {
   EXPECT_NE(message(dir.path()).find(": not a regular file"), std::string::npos) << message(dir.path());
   const fs::path empty = dir.path() / "empty.safetensors";
   write_bytes(empty, "");
-  EXPECT_EQ(message(empty), empty.string() + ": file is 0 bytes, too short for a safetensors file "
-                                             "(it starts with an 8-byte header length)");
+  EXPECT_EQ(message(empty), empty.string() +
+                                ": file is 0 bytes, too short for a safetensors file "
+                                "(it starts with an 8-byte header length)");
   // A valid file truncated on disk.
   const fs::path cut = dir.path() / "cut.safetensors";
   const float x[8] = {};

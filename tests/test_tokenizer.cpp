@@ -85,7 +85,8 @@ std::vector<std::string> pieces_of(const Tokenizer& t, const std::vector<std::in
 
 // GPT-2's bpe() from encoder.py, transcribed naively: find the lowest-ranked adjacent pair,
 // merge every occurrence left to right, repeat. Works on raw-byte strings.
-std::vector<std::string> naive_bpe(const std::string& piece, const std::map<std::pair<std::string, std::string>, std::size_t>& ranks) {
+std::vector<std::string> naive_bpe(const std::string& piece,
+                                   const std::map<std::pair<std::string, std::string>, std::size_t>& ranks) {
   std::vector<std::string> word;
   for (const char c : piece) word.emplace_back(1, c);
   while (word.size() > 1) {
@@ -166,15 +167,33 @@ std::string random_bytes(std::mt19937& rng, std::size_t max_len) {
   const std::size_t n = len(rng);
   while (s.size() < n) {
     switch (kind(rng)) {
-      case 0: s += char(byte(rng)); break;                      // anything, often invalid
-      case 1: s += "\xC3"; break;                               // a truncated sequence
-      case 2: s += "\xED\xA0\x80"; break;                       // a surrogate (invalid)
-      case 3: s += "\xC3\xA9"; break;                           // é
-      case 4: s += "\xED\x95\x9C"; break;                       // 한
-      case 5: s += "\xF0\x9F\x98\x80"; break;                   // 😀
-      case 6: s += std::string(std::size_t(byte(rng) % 5 + 1), ' '); break;
-      case 7: s += "\n"; break;
-      default: s += char(ascii(rng)); break;
+      case 0:
+        s += char(byte(rng));
+        break;  // anything, often invalid
+      case 1:
+        s += "\xC3";
+        break;  // a truncated sequence
+      case 2:
+        s += "\xED\xA0\x80";
+        break;  // a surrogate (invalid)
+      case 3:
+        s += "\xC3\xA9";
+        break;  // é
+      case 4:
+        s += "\xED\x95\x9C";
+        break;  // 한
+      case 5:
+        s += "\xF0\x9F\x98\x80";
+        break;  // 😀
+      case 6:
+        s += std::string(std::size_t(byte(rng) % 5 + 1), ' ');
+        break;
+      case 7:
+        s += "\n";
+        break;
+      default:
+        s += char(ascii(rng));
+        break;
     }
   }
   return s;
@@ -191,8 +210,8 @@ TEST(ByteAlphabet, MatchesGpt2sRuleForEveryByte) {
     EXPECT_EQ(unicode_to_bytes(u), one) << b;
     seen.insert(u);
   }
-  EXPECT_EQ(seen.size(), 256u);  // a bijection onto 256 characters
-  EXPECT_EQ(bytes_to_unicode(" "), "\xC4\xA0");  // 'Ġ' U+0120
+  EXPECT_EQ(seen.size(), 256u);                   // a bijection onto 256 characters
+  EXPECT_EQ(bytes_to_unicode(" "), "\xC4\xA0");   // 'Ġ' U+0120
   EXPECT_EQ(bytes_to_unicode("\n"), "\xC4\x8A");  // 'Ċ' U+010A
   EXPECT_EQ(bytes_to_unicode(" have"), "\xC4\xA0have");
   EXPECT_EQ(bytes_to_unicode(""), "");
@@ -207,9 +226,9 @@ TEST(ByteAlphabet, RoundTripsRandomBytes) {
 }
 
 TEST(ByteAlphabet, RefusesCharactersOutsideTheAlphabetAndInvalidUtf8) {
-  EXPECT_THAT(error_of([] { unicode_to_bytes("ab\xC5\x84"); }), HasSubstr("U+0144"));  // 'ń', first past the image
+  EXPECT_THAT(error_of([] { unicode_to_bytes("ab\xC5\x84"); }), HasSubstr("U+0144"));    // 'ń', first past the image
   EXPECT_THAT(error_of([] { unicode_to_bytes("\xED\x95\x9C"); }), HasSubstr("U+D55C"));  // 한
-  EXPECT_THAT(error_of([] { unicode_to_bytes(" "); }), HasSubstr("U+0020"));              // space is 'Ġ' here
+  EXPECT_THAT(error_of([] { unicode_to_bytes(" "); }), HasSubstr("U+0020"));             // space is 'Ġ' here
   EXPECT_THAT(error_of([] { unicode_to_bytes("a\xFF"); }), HasSubstr("invalid UTF-8 at byte 1"));
   EXPECT_THAT(error_of([] { unicode_to_bytes("\xC3"); }), HasSubstr("invalid UTF-8 at byte 0"));
 }
@@ -229,11 +248,11 @@ TEST(PrintableText, EscapesControlsAndInvalidUtf8AndKeepsValidText) {
   EXPECT_EQ(printable_text("a\nb\tc\rd\\e"), "a\\nb\\tc\\rd\\\\e");
   EXPECT_EQ(printable_text(std::string("\x00\x01\x1f\x7f", 4)), "\\x00\\x01\\x1f\\x7f");
   EXPECT_EQ(printable_text("h\xC3\xA9llo \xEC\xA1\xB0 \xF0\x9F\x99\x82"), "h\xC3\xA9llo \xEC\xA1\xB0 \xF0\x9F\x99\x82");
-  EXPECT_EQ(printable_text("\xC3"), "\\xc3");                  // truncated
-  EXPECT_EQ(printable_text("\xE2\x82z"), "\\xe2\\x82z");       // truncated, then ASCII
-  EXPECT_EQ(printable_text("\x80\xBF"), "\\x80\\xbf");         // lone continuation bytes
-  EXPECT_EQ(printable_text("\xC0\x80"), "\\xc0\\x80");         // overlong NUL
-  EXPECT_EQ(printable_text("\xED\xA0\x80"), "\\xed\\xa0\\x80");  // a surrogate
+  EXPECT_EQ(printable_text("\xC3"), "\\xc3");                             // truncated
+  EXPECT_EQ(printable_text("\xE2\x82z"), "\\xe2\\x82z");                  // truncated, then ASCII
+  EXPECT_EQ(printable_text("\x80\xBF"), "\\x80\\xbf");                    // lone continuation bytes
+  EXPECT_EQ(printable_text("\xC0\x80"), "\\xc0\\x80");                    // overlong NUL
+  EXPECT_EQ(printable_text("\xED\xA0\x80"), "\\xed\\xa0\\x80");           // a surrogate
   EXPECT_EQ(printable_text("\xF4\x90\x80\x80"), "\\xf4\\x90\\x80\\x80");  // above U+10FFFF
   EXPECT_EQ(printable_text(""), "");
   // Whatever the bytes, the result is valid UTF-8 without control characters.
@@ -266,7 +285,7 @@ TEST(Pretokenize, SplitsLikeGpt2sPattern) {
   EXPECT_EQ(t.pretokenize("\t\tx"), (Pieces{"\t", "\t", "x"}));
   EXPECT_EQ(t.pretokenize("it's we'll've I'm"), (Pieces{"it", "'s", " we", "'ll", "'ve", " I", "'m"}));
   EXPECT_EQ(t.pretokenize("IT'S"), (Pieces{"IT", "'", "S"}));  // contractions are lower case only
-  EXPECT_EQ(t.pretokenize("'''s"), (Pieces{"'''", "s"}));  // contractions only where a piece starts
+  EXPECT_EQ(t.pretokenize("'''s"), (Pieces{"'''", "s"}));      // contractions only where a piece starts
   EXPECT_EQ(t.pretokenize("123abc x  12"), (Pieces{"123", "abc", " x", " ", " 12"}));
   EXPECT_EQ(t.pretokenize("hi!!! ?ok"), (Pieces{"hi", "!!!", " ?", "ok"}));
   EXPECT_EQ(t.pretokenize("a_b-c"), (Pieces{"a", "_", "b", "-", "c"}));
@@ -281,34 +300,52 @@ TEST(Pretokenize, UsesUnicodeCategories) {
   EXPECT_EQ(t.pretokenize("\xEC\x95\x88\xEB\x85\x95 \xED\x95\x98\xEC\x84\xB8\xEC\x9A\x94"),
             (Pieces{"\xEC\x95\x88\xEB\x85\x95", " \xED\x95\x98\xEC\x84\xB8\xEC\x9A\x94"}));
   // Arabic-Indic digits (Nd), ½ (No), Ⅻ (Nl) are numbers.
-  EXPECT_EQ(t.pretokenize("x\xD9\xA3\xD9\xA4 \xC2\xBD\xE2\x85\xAB"), (Pieces{"x", "\xD9\xA3\xD9\xA4", " \xC2\xBD\xE2\x85\xAB"}));
+  EXPECT_EQ(t.pretokenize("x\xD9\xA3\xD9\xA4 \xC2\xBD\xE2\x85\xAB"),
+            (Pieces{"x", "\xD9\xA3\xD9\xA4", " \xC2\xBD\xE2\x85\xAB"}));
   // Emoji are "other": a run of them is one piece, with the space before it.
-  EXPECT_EQ(t.pretokenize("go \xF0\x9F\x9A\x80\xF0\x9F\x98\x80!"), (Pieces{"go", " \xF0\x9F\x9A\x80\xF0\x9F\x98\x80!"}));
+  EXPECT_EQ(t.pretokenize("go \xF0\x9F\x9A\x80\xF0\x9F\x98\x80!"),
+            (Pieces{"go", " \xF0\x9F\x9A\x80\xF0\x9F\x98\x80!"}));
 }
 
 TEST(Pretokenize, WhitespaceIsUnicodesWhiteSpaceProperty) {
   const Tokenizer& t = bytes_only();
   // NBSP, ideographic space, NEL are White_Space: each one alone before a letter.
-  EXPECT_EQ(t.pretokenize("a\xC2\xA0" "b"), (Pieces{"a", "\xC2\xA0", "b"}));
-  EXPECT_EQ(t.pretokenize("a\xE3\x80\x80\xE3\x80\x80" "b"), (Pieces{"a", "\xE3\x80\x80", "\xE3\x80\x80", "b"}));
-  EXPECT_EQ(t.pretokenize("a\xC2\x85\xC2\x85" "b"), (Pieces{"a", "\xC2\x85", "\xC2\x85", "b"}));
+  EXPECT_EQ(t.pretokenize("a\xC2\xA0"
+                          "b"),
+            (Pieces{"a", "\xC2\xA0", "b"}));
+  EXPECT_EQ(t.pretokenize("a\xE3\x80\x80\xE3\x80\x80"
+                          "b"),
+            (Pieces{"a", "\xE3\x80\x80", "\xE3\x80\x80", "b"}));
+  EXPECT_EQ(t.pretokenize("a\xC2\x85\xC2\x85"
+                          "b"),
+            (Pieces{"a", "\xC2\x85", "\xC2\x85", "b"}));
   // Only U+0020 may lead a word: "\u00a0b" is not one piece.
   EXPECT_EQ(t.pretokenize("\xC2\xA0\xC2\xA0word"), (Pieces{"\xC2\xA0", "\xC2\xA0", "word"}));
   // U+180E (Mongolian vowel separator) and U+FEFF (BOM) are not White_Space: "other" runs.
-  EXPECT_EQ(t.pretokenize("a\xE1\xA0\x8E\xE1\xA0\x8E" "b"), (Pieces{"a", "\xE1\xA0\x8E\xE1\xA0\x8E", "b"}));
-  EXPECT_EQ(t.pretokenize("a\xEF\xBB\xBF\xEF\xBB\xBF" "b"), (Pieces{"a", "\xEF\xBB\xBF\xEF\xBB\xBF", "b"}));
+  EXPECT_EQ(t.pretokenize("a\xE1\xA0\x8E\xE1\xA0\x8E"
+                          "b"),
+            (Pieces{"a", "\xE1\xA0\x8E\xE1\xA0\x8E", "b"}));
+  EXPECT_EQ(t.pretokenize("a\xEF\xBB\xBF\xEF\xBB\xBF"
+                          "b"),
+            (Pieces{"a", "\xEF\xBB\xBF\xEF\xBB\xBF", "b"}));
 }
 
 TEST(Pretokenize, InvalidUtf8BytesAreOtherCharacters) {
   const Tokenizer& t = bytes_only();
-  EXPECT_EQ(t.pretokenize("a\xFF\xFE" "b"), (Pieces{"a", "\xFF\xFE", "b"}));
+  EXPECT_EQ(t.pretokenize("a\xFF\xFE"
+                          "b"),
+            (Pieces{"a", "\xFF\xFE", "b"}));
   EXPECT_EQ(t.pretokenize(" \xFF"), (Pieces{" \xFF"}));
-  EXPECT_EQ(t.pretokenize("\xFF" "abc"), (Pieces{"\xFF", "abc"}));
-  EXPECT_EQ(t.pretokenize("\xC3x"), (Pieces{"\xC3", "x"}));                 // truncated é
-  EXPECT_EQ(t.pretokenize("ab\xE2\x82"), (Pieces{"ab", "\xE2\x82"}));       // truncated €
+  EXPECT_EQ(t.pretokenize("\xFF"
+                          "abc"),
+            (Pieces{"\xFF", "abc"}));
+  EXPECT_EQ(t.pretokenize("\xC3x"), (Pieces{"\xC3", "x"}));                        // truncated é
+  EXPECT_EQ(t.pretokenize("ab\xE2\x82"), (Pieces{"ab", "\xE2\x82"}));              // truncated €
   EXPECT_EQ(t.pretokenize("!\xFF?\xEF\xBF\xBD"), (Pieces{"!\xFF?\xEF\xBF\xBD"}));  // joins punctuation and U+FFFD
-  EXPECT_EQ(t.pretokenize("\xED\xA0\x80"), (Pieces{"\xED\xA0\x80"}));      // a surrogate: 3 stray bytes
-  EXPECT_EQ(t.pretokenize("\xC0\xAF" "1"), (Pieces{"\xC0\xAF", "1"}));      // overlong '/'
+  EXPECT_EQ(t.pretokenize("\xED\xA0\x80"), (Pieces{"\xED\xA0\x80"}));              // a surrogate: 3 stray bytes
+  EXPECT_EQ(t.pretokenize("\xC0\xAF"
+                          "1"),
+            (Pieces{"\xC0\xAF", "1"}));                                              // overlong '/'
   EXPECT_EQ(t.pretokenize("x\xF4\x90\x80\x80"), (Pieces{"x", "\xF4\x90\x80\x80"}));  // above U+10FFFF
 }
 
@@ -422,8 +459,12 @@ TEST(Bpe, AgreesWithGpt2sNaiveLoopOnRandomMergeLists) {
 
 TEST(Bpe, RoundTripsArbitraryBytes) {
   const Tokenizer t(vocab_with({"\xFF\xFF", "\xFF\xFF\xFF\xFF", " \xFF", "ab", "\xC3\xA9", " \xC3\xA9"}),
-                    merges_of({{"\xFF", "\xFF"}, {"\xFF\xFF", "\xFF\xFF"}, {" ", "\xFF"}, {"a", "b"},
-                               {"\xC3", "\xA9"}, {" ", "\xC3\xA9"}}));
+                    merges_of({{"\xFF", "\xFF"},
+                               {"\xFF\xFF", "\xFF\xFF"},
+                               {" ", "\xFF"},
+                               {"a", "b"},
+                               {"\xC3", "\xA9"},
+                               {" ", "\xC3\xA9"}}));
   std::mt19937 rng(4);
   for (int i = 0; i < 2000; ++i) {
     const std::string s = random_bytes(rng, 100);
@@ -462,8 +503,7 @@ TEST(Bpe, EncodeIsThreadSafe) {
     threads.emplace_back([&, w] {
       const Tokenizer copy = t;  // copies share the tables
       for (int rep = 0; rep < 5; ++rep)
-        for (std::size_t i = 0; i < texts.size(); ++i)
-          ok[w] += (w % 2 ? copy : t).encode(texts[i]) == serial[i];
+        for (std::size_t i = 0; i < texts.size(); ++i) ok[w] += (w % 2 ? copy : t).encode(texts[i]) == serial[i];
     });
   for (auto& th : threads) th.join();
   for (int w = 0; w < 4; ++w) EXPECT_EQ(ok[w], 5 * int(texts.size()));
@@ -497,7 +537,9 @@ TEST(Tokenizer, Accessors) {
 
 TEST(Tokenizer, BadIdsAreRefused) {
   const Tokenizer& t = bytes_only();
-  EXPECT_THAT(error_of([&] { t.decode(std::vector<std::int32_t>{1, 256}); }),
+  EXPECT_THAT(error_of([&] {
+                t.decode(std::vector<std::int32_t>{1, 256});
+              }),
               HasSubstr("decode: token id 256 is outside the vocabulary (0..255)"));
   EXPECT_THAT(error_of([&] { t.decode(std::vector<std::int32_t>{-1}); }), HasSubstr("token id -1"));
   EXPECT_THAT(error_of([&] { t.token_string(1000); }), HasSubstr("token_string: token id 1000"));
@@ -517,21 +559,31 @@ TEST(Tokenizer, ConstructorRefusesBadTables) {
   EXPECT_THAT(error_of([&] { (void)Tokenizer(empty, {}); }), HasSubstr("token 256 is the empty string"));
   auto bad_utf8 = vocab_with({});
   bad_utf8.push_back("\xFF");
-  EXPECT_THAT(error_of([&] { (void)Tokenizer(bad_utf8, {}); }), HasSubstr("token 256 \"\xEF\xBF\xBD\" is not valid UTF-8"));
+  EXPECT_THAT(error_of([&] { (void)Tokenizer(bad_utf8, {}); }),
+              HasSubstr("token 256 \"\xEF\xBF\xBD\" is not valid UTF-8"));
   EXPECT_THAT(error_of([] { (void)Tokenizer(std::vector<std::string>{}, {}); }), HasSubstr("no token for byte 0x00"));
 
   const auto v = vocab_with({"ab"});
-  EXPECT_THAT(error_of([&] { (void)Tokenizer(v, {{"a", "zz"}}); }),
+  EXPECT_THAT(error_of([&] {
+                (void)Tokenizer(v, {{"a", "zz"}});
+              }),
               HasSubstr("Tokenizer: merge 0: merge \"a zz\": token \"zz\" is not in the vocabulary"));
-  EXPECT_THAT(error_of([&] { (void)Tokenizer(v, merges_of({{"a", "b"}, {"b", "a"}})); }),
+  EXPECT_THAT(error_of([&] {
+                (void)Tokenizer(v, merges_of({{"a", "b"}, {"b", "a"}}));
+              }),
               HasSubstr("merge 1: merge \"b a\": its result \"ba\" is not in the vocabulary"));
-  EXPECT_THAT(error_of([&] { (void)Tokenizer(v, merges_of({{"a", "b"}, {"a", "b"}})); }),
+  EXPECT_THAT(error_of([&] {
+                (void)Tokenizer(v, merges_of({{"a", "b"}, {"a", "b"}}));
+              }),
               HasSubstr("merge 1: merge \"a b\": repeats the merge of rank 0"));
   EXPECT_THAT(error_of([&] { (void)Tokenizer(v, {{"", "ab"}}); }), HasSubstr("a part is empty"));
   auto spaced = vocab_with({});
   spaced.push_back("a b");
   spaced.push_back("a ba b");
-  EXPECT_THAT(error_of([&] { (void)Tokenizer(spaced, {{"a b", "a b"}}); }), HasSubstr("contains a space or line break"));
+  EXPECT_THAT(error_of([&] {
+                (void)Tokenizer(spaced, {{"a b", "a b"}});
+              }),
+              HasSubstr("contains a space or line break"));
 }
 
 // --------------------------------------------------------------------------- files
@@ -602,14 +654,16 @@ TEST(TokenizerFiles, RefusesMalformedVocabJson) {
 TEST(TokenizerFiles, RefusesBadMerges) {
   const std::string vocab = vocab_json(vocab_with({"ab", "abc"}));
   const std::vector<BadVocab> cases = {
-      {"one token", "#version: 0.2\na b\nabc\n", "merges.txt line 3: expected two tokens separated by one space, found \"abc\""},
+      {"one token", "#version: 0.2\na b\nabc\n",
+       "merges.txt line 3: expected two tokens separated by one space, found \"abc\""},
       {"three tokens", "a b c\n", "line 1: expected two tokens separated by one space, found \"a b c\""},
       {"two spaces", "a  b\n", "line 1: expected two tokens"},
       {"leading space", " a\n", "line 1: expected two tokens"},
       {"trailing space", "a \n", "line 1: expected two tokens"},
       {"blank line", "a b\n\nab c\n", "line 2: expected two tokens separated by one space, found \"\""},
       {"version not first", "a b\n#version: 0.2\n", "line 2: merge \"#version: 0.2\": token \"#version:\" is not in"},
-      {"unknown token", "#version: 0.2\na b\nab zz\n", "merges.txt line 3: merge \"ab zz\": token \"zz\" is not in the vocabulary"},
+      {"unknown token", "#version: 0.2\na b\nab zz\n",
+       "merges.txt line 3: merge \"ab zz\": token \"zz\" is not in the vocabulary"},
       {"unknown result", "a b\nb a\n", "merges.txt line 2: merge \"b a\": its result \"ba\" is not in the vocabulary"},
       {"repeated", "a b\nab c\na b\n", "merges.txt line 3: merge \"a b\": repeats the merge of rank 0"},
   };
@@ -634,7 +688,8 @@ TEST(TokenizerFiles, SaveThenLoadRoundTrips) {
   TempDir dir;
   auto vocab = vocab_with({"ab", "abc", " ab", "\xC3\xA9", "\"q", "\"q\\"});
   vocab.push_back("<|endoftext|>");
-  const Tokenizer t(vocab, merges_of({{"a", "b"}, {"ab", "c"}, {" ", "ab"}, {"\xC3", "\xA9"}, {"\"", "q"}, {"\"q", "\\"}}));
+  const Tokenizer t(vocab,
+                    merges_of({{"a", "b"}, {"ab", "c"}, {" ", "ab"}, {"\xC3", "\xA9"}, {"\"", "q"}, {"\"q", "\\"}}));
   const fs::path out = dir.path() / "new" / "tok";  // created
   t.save(out);
   EXPECT_EQ(dir.listing(out), (std::vector<std::string>{"merges.txt", "vocab.json"}));  // no temporaries

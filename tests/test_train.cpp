@@ -14,11 +14,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "jomoim/text/bpe_train.hpp"
 #include "jomoim/model/model.hpp"
-#include "jomoim/text/tokenizer.hpp"
 #include "jomoim/model/train.hpp"
 #include "jomoim/model/trainer.hpp"
+#include "jomoim/text/bpe_train.hpp"
+#include "jomoim/text/tokenizer.hpp"
 #include "model_test_util.hpp"
 
 namespace fs = std::filesystem;
@@ -94,7 +94,8 @@ TEST(Backward, GradientsAccumulateAndScale) {
   const std::vector<float> once = m.grads();
   const double l2 = m.loss_and_grad(tokens, 3, 5, 0.5);
   EXPECT_EQ(l1, l2);
-  for (std::size_t i = 0; i < once.size(); ++i) ASSERT_NEAR(m.grads()[i], 1.5f * once[i], 1e-6f + 1e-5f * std::abs(once[i]));
+  for (std::size_t i = 0; i < once.size(); ++i)
+    ASSERT_NEAR(m.grads()[i], 1.5f * once[i], 1e-6f + 1e-5f * std::abs(once[i]));
   // The loss equals the inference model's cross-entropy.
   const GptModel inf = m.model();
   double ce = 0;
@@ -109,7 +110,7 @@ TEST(Backward, GradientsAccumulateAndScale) {
     }
   }
   EXPECT_NEAR(l1, ce / 15, 1e-5);
-  EXPECT_THROW(m.loss_and_grad(tokens, 3, 6), Error);          // wrong token count
+  EXPECT_THROW(m.loss_and_grad(tokens, 3, 6), Error);                      // wrong token count
   EXPECT_THROW(m.loss_and_grad(random_tokens(1, 9, 11, 1), 1, 9), Error);  // longer than context
   auto bad = tokens;
   bad[2] = 11;
@@ -129,7 +130,7 @@ TEST(Optimizer, AdamWClipAndSchedule) {
   AdamW adam(m.values().size());
   adam.step(m, 0.01, AdamWOptions{0.01, 0.9, 0.95, 1e-8, 0.1});
   EXPECT_NEAR(m.values()[0], before[0] * (1 - 0.001f) - 0.01f, 1e-6);  // wte: decayed
-  const auto& lnb = m.layout()[3];  // h.0.ln_1.bias: no decay, zero grad: unchanged
+  const auto& lnb = m.layout()[3];                                     // h.0.ln_1.bias: no decay, zero grad: unchanged
   EXPECT_EQ(lnb.name, "h.0.ln_1.bias");
   EXPECT_FALSE(lnb.decay);
   EXPECT_EQ(m.values()[lnb.offset], before[lnb.offset]);

@@ -14,8 +14,8 @@
 #include <limits>
 #include <memory>
 #include <new>
-#include <string>
 #include <span>
+#include <string>
 #include <system_error>
 #include <tuple>
 #include <utility>
@@ -34,10 +34,10 @@ namespace fs = std::filesystem;
 
 // The subcommand's options; their names, defaults and help are in add_attend_command.
 struct AttendOptions {
-  std::string q, k, v, bias;      // input files
-  std::string out, lse, probs;    // output files (lse, probs optional)
+  std::string q, k, v, bias;    // input files
+  std::string out, lse, probs;  // output files (lse, probs optional)
   bool causal = false;
-  double scale = 0;               // used only when --scale is given
+  double scale = 0;  // used only when --scale is given
   bool has_scale = false;
   std::string notation = "paper";
   int threads = 0;
@@ -64,8 +64,8 @@ NpyArray load(const PathArg& arg) {
 // Q, K and V must be rank 4; `layout` names the dimensions in the chosen notation.
 ConstTensor4 rank4_view(const PathArg& arg, const NpyArray& a, const std::string& layout) {
   if (a.shape.size() != 4)
-    throw Error(arg.label() + ": expected a rank-4 array " + layout + ", got shape " +
-                shape_string(a.shape) + " (rank " + std::to_string(a.shape.size()) + ")");
+    throw Error(arg.label() + ": expected a rank-4 array " + layout + ", got shape " + shape_string(a.shape) +
+                " (rank " + std::to_string(a.shape.size()) + ")");
   return ConstTensor4::contiguous(a.data.data(), {a.shape[0], a.shape[1], a.shape[2], a.shape[3]});
 }
 
@@ -90,8 +90,8 @@ std::vector<float> allocate(const char* option, std::span<const std::int64_t> sh
   try {
     return std::vector<float>(std::size_t(n));
   } catch (const std::bad_alloc&) {
-    throw Error(std::string(option) + ": not enough memory for an output of shape " + shape_string(shape) +
-                " (" + std::to_string(n * 4) + " bytes)");
+    throw Error(std::string(option) + ": not enough memory for an output of shape " + shape_string(shape) + " (" +
+                std::to_string(n * 4) + " bytes)");
   }
 }
 
@@ -122,11 +122,9 @@ void check_output_paths(const std::vector<PathArg>& inputs, const std::vector<Pa
         throw Error(o.label() + ": is also the " + outputs[j].option + " output; give each output its own file");
     const fs::path p(*o.path);
     std::error_code ec;
-    if (!p.has_filename() || fs::is_directory(p, ec))
-      throw Error(o.label() + ": is a directory, not a file name");
+    if (!p.has_filename() || fs::is_directory(p, ec)) throw Error(o.label() + ": is a directory, not a file name");
     const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
-    if (!fs::is_directory(dir, ec))
-      throw Error(o.label() + ": the directory '" + dir.string() + "' does not exist");
+    if (!fs::is_directory(dir, ec)) throw Error(o.label() + ": the directory '" + dir.string() + "' does not exist");
   }
 }
 
@@ -216,8 +214,7 @@ void add_attend_command(CLI::App& app) {
   const CLI::Validator file_name(
       [](std::string& s) { return s.empty() ? std::string("expected a file name, got ''") : std::string(); }, "");
   CLI::App* cmd = app.add_subcommand(
-      "attend",
-      "Exact scaled dot-product attention on .npy files: OUT = softmax(Q K^T * scale + BIAS, masked) V");
+      "attend", "Exact scaled dot-product attention on .npy files: OUT = softmax(Q K^T * scale + BIAS, masked) V");
   cmd->add_option("--q", o->q, "queries, float32 .npy: [B, Hq, Nq, D] ([B, Hq, D, Nq] in 3b1b notation)")
       ->required()
       ->type_name("Q.npy")
@@ -233,9 +230,9 @@ void add_attend_command(CLI::App& app) {
   cmd->add_flag("--causal", o->causal,
                 "causal mask aligned bottom-right: query i sees key j iff j <= i + (Nk - Nq) "
                 "(with --key-lengths, Nk is that batch's length)");
-  CLI::Option* scale = cmd->add_option("--scale", o->scale,
-                                       "multiplies Q K^T before the softmax; finite (default 1/sqrt(D))")
-                           ->type_name("S");
+  CLI::Option* scale =
+      cmd->add_option("--scale", o->scale, "multiplies Q K^T before the softmax; finite (default 1/sqrt(D))")
+          ->type_name("S");
   cmd->add_option("--bias", o->bias,
                   "additive float32 bias broadcastable (NumPy rules, rank 0 to 4) to [B, Hq, Nq, Nk] in "
                   "either notation; -inf masks a key")
@@ -259,9 +256,7 @@ void add_attend_command(CLI::App& app) {
                   "also write the softmax weights: [B, Hq, Nq, Nk] (the full score matrix: B*Hq*Nq*Nk floats)")
       ->type_name("P.npy")
       ->check(file_name);
-  cmd->add_option("--threads", o->threads, threads_help)
-      ->type_name("N")
-      ->capture_default_str();
+  cmd->add_option("--threads", o->threads, threads_help)->type_name("N")->capture_default_str();
   cmd->add_option("--key-lengths", o->key_lengths,
                   "valid keys per batch entry, B comma-separated counts in 0..Nk; keys j >= L_b of batch b "
                   "are masked (padded sequences)")

@@ -44,8 +44,9 @@ namespace jomoim::cli {
 #if !JOMOIM_HAVE_MPI
 
 void run_attend_distributed(const DistAttendArgs&) {
-  throw Error("--distributed: this jomoim was built without MPI (install Open MPI, e.g. Debian's libopenmpi-dev, "
-              "and reconfigure with -DJOMOIM_WITH_MPI=ON)");
+  throw Error(
+      "--distributed: this jomoim was built without MPI (install Open MPI, e.g. Debian's libopenmpi-dev, "
+      "and reconfigure with -DJOMOIM_WITH_MPI=ON)");
 }
 
 #else
@@ -199,7 +200,8 @@ void write_rows(const OutFile& f, const Ctx& c) {
   const auto chunks = dist::zigzag_rows(N, c.rank, c.ranks);
   const std::uint64_t data_start = npy_header(f.shape).size();
   const int fd = ::open(f.tmp.c_str(), O_WRONLY | O_CLOEXEC);
-  if (fd < 0) throw Error(std::string(f.option) + " " + f.path + ": cannot open the temporary file: " + std::strerror(errno));
+  if (fd < 0)
+    throw Error(std::string(f.option) + " " + f.path + ": cannot open the temporary file: " + std::strerror(errno));
   try {
     const float* src = f.local;
     for (I64 b = 0; b < B; ++b)
@@ -230,11 +232,13 @@ void broadcast(std::string& s, const Ctx& c) {
 void run_attend_distributed(const DistAttendArgs& a) {
   // Refusals that need no MPI (identical on every rank).
   if (!a.probs.empty())
-    throw Error("--probs: not available with --distributed (the N x N weights are what ring attention avoids); "
-                "run plain `jomoim attend` for them");
+    throw Error(
+        "--probs: not available with --distributed (the N x N weights are what ring attention avoids); "
+        "run plain `jomoim attend` for them");
   if (!a.bias.empty())
-    throw Error("--bias: not available with --distributed (an arbitrary bias is an N x N input); use --causal "
-                "and --key-lengths, which need none");
+    throw Error(
+        "--bias: not available with --distributed (an arbitrary bias is an N x N input); use --causal "
+        "and --key-lengths, which need none");
   if (a.notation != "paper")
     throw Error("--notation " + a.notation + ": --distributed reads and writes the paper layout only ([B, H, N, D])");
   resolve_threads(a.threads, "--threads");  // refuses negative counts
@@ -266,8 +270,9 @@ void run_attend_distributed(const DistAttendArgs& a) {
   std::vector<OutFile> files;
   LocalInput q, k, v;
   agreed(c, [&] {
-    const std::vector<std::pair<const char*, const std::string*>> inputs = {{"--q", &a.q}, {"--k", &a.k}, {"--v", &a.v}};
-    std::vector<std::pair<const char*, const std::string*>> outputs = {{"--out", &a.out}};
+    const std::vector<std::pair<const char*, const std::string*> > inputs = {
+        {"--q", &a.q}, {"--k", &a.k}, {"--v", &a.v}};
+    std::vector<std::pair<const char*, const std::string*> > outputs = {{"--out", &a.out}};
     if (!a.lse.empty()) outputs.push_back({"--lse", &a.lse});
     for (std::size_t i = 0; i < outputs.size(); ++i) {
       const std::string label = std::string(outputs[i].first) + " " + *outputs[i].second;
@@ -347,7 +352,8 @@ void run_attend_distributed(const DistAttendArgs& a) {
         if (::rename(f.tmp.c_str(), f.path.c_str()) != 0) {
           const int err = errno;
           for (const std::string& p : renamed) ::unlink(p.c_str());
-          throw Error(std::string(f.option) + " " + f.path + ": cannot write: replacing the file: " + std::strerror(err));
+          throw Error(std::string(f.option) + " " + f.path +
+                      ": cannot write: replacing the file: " + std::strerror(err));
         }
         f.tmp.clear();
         renamed.push_back(f.path);

@@ -51,33 +51,27 @@ void run_single(const BenchOptions& o) {
     w.D = o.head_dim, w.Dv = o.value_dim ? o.value_dim : o.head_dim;
     w.causal = o.causal;
     if (w.Hq % w.Hkv != 0)
-      throw Error("bench: --heads (" + std::to_string(w.Hq) +
-                  ") must be a multiple of --kv-heads (" + std::to_string(w.Hkv) + ")");
+      throw Error("bench: --heads (" + std::to_string(w.Hq) + ") must be a multiple of --kv-heads (" +
+                  std::to_string(w.Hkv) + ")");
     w.allocate(o.seed);
-    std::fprintf(stderr, "bench: %s%s, %d threads, %s: checking, then timing ...\n",
-                   w.shape_label().c_str(), w.causal ? " causal" : "", threads,
-                   active_simd_target().c_str());
+    std::fprintf(stderr, "bench: %s%s, %d threads, %s: checking, then timing ...\n", w.shape_label().c_str(),
+                 w.causal ? " causal" : "", threads, active_simd_target().c_str());
     const AttentionRun r = bench_attention(w, o, threads);
     if (o.json) std::printf("%s\n", attention_json(w, r, threads).dump().c_str());
-    if (!r.check.ok)
-    {
+    if (!r.check.ok) {
       char detail[96];
-      std::snprintf(detail, sizeof detail, " (|err| %.3g > tol %.3g, seed %u)", r.check.max_err,
-                    r.check.tol, o.seed);
+      std::snprintf(detail, sizeof detail, " (|err| %.3g > tol %.3g, seed %u)", r.check.max_err, r.check.tol, o.seed);
       throw Error("bench: output differs from the float64 reference: " + r.check.worst + detail);
     }
     if (!o.json) {
-      std::printf("%-36s %-6s %7s %-10s %10s %9s %6s %8s %7s %9s %9s  %s\n", "shape", "causal",
-                  "threads", "target", "median ms", "min ms", "reps", "GFLOP/s", "GB/s", "peak MiB",
-                  "extra MiB", "check");
+      std::printf("%-36s %-6s %7s %-10s %10s %9s %6s %8s %7s %9s %9s  %s\n", "shape", "causal", "threads", "target",
+                  "median ms", "min ms", "reps", "GFLOP/s", "GB/s", "peak MiB", "extra MiB", "check");
       char check[96];
-      std::snprintf(check, sizeof check, "ok, %s, max err %.1e", r.check.mode.c_str(),
-                    r.check.max_err);
-      std::printf("%-36s %-6s %7d %-10s %10s %9s %6d %8.1f %7.1f %9.1f %9.1f  %s\n",
-                  w.shape_label().c_str(), w.causal ? "yes" : "no", threads,
-                  active_simd_target().c_str(), format_ms(r.timing.median_ms).c_str(),
-                  format_ms(r.timing.min_ms).c_str(), r.timing.reps, r.gflops, r.gbs,
-                  r.peak_rss_mib, r.extra_mib, o.no_check ? "skipped" : check);
+      std::snprintf(check, sizeof check, "ok, %s, max err %.1e", r.check.mode.c_str(), r.check.max_err);
+      std::printf("%-36s %-6s %7d %-10s %10s %9s %6d %8.1f %7.1f %9.1f %9.1f  %s\n", w.shape_label().c_str(),
+                  w.causal ? "yes" : "no", threads, active_simd_target().c_str(), format_ms(r.timing.median_ms).c_str(),
+                  format_ms(r.timing.min_ms).c_str(), r.timing.reps, r.gflops, r.gbs, r.peak_rss_mib, r.extra_mib,
+                  o.no_check ? "skipped" : check);
     }
   }
   const bool all = o.ceilings_only && !o.sgemm && !o.copy && !o.fma;
@@ -111,59 +105,37 @@ void add_bench_command(CLI::App& app) {
       "Time the attention engine on one shape (checked against the float64 reference first); "
       "--sgemm/--copy/--fma-peak add this machine's ceilings; --quick runs the self-check and a small table");
   std::vector<CLI::Option*> shape_flags{
-      cmd->add_option("--batch", o->batch, "B: batch size")
-          ->check(at_least(1))
-          ->capture_default_str(),
-      cmd->add_option("--heads", o->heads, "Hq: query heads")
-          ->check(at_least(1))
-          ->capture_default_str(),
-      cmd->add_option("--kv-heads", o->kv_heads, "Hkv: key/value heads (default: --heads)")
-          ->check(at_least(1)),
-      cmd->add_option("--q-len", o->q_len, "Nq: query rows")
-          ->check(at_least(1))
-          ->capture_default_str(),
+      cmd->add_option("--batch", o->batch, "B: batch size")->check(at_least(1))->capture_default_str(),
+      cmd->add_option("--heads", o->heads, "Hq: query heads")->check(at_least(1))->capture_default_str(),
+      cmd->add_option("--kv-heads", o->kv_heads, "Hkv: key/value heads (default: --heads)")->check(at_least(1)),
+      cmd->add_option("--q-len", o->q_len, "Nq: query rows")->check(at_least(1))->capture_default_str(),
       cmd->add_option("--kv-len", o->kv_len, "Nk: keys (default: --q-len)")->check(at_least(1)),
-      cmd->add_option("--head-dim", o->head_dim, "D: query/key width")
-          ->check(at_least(1))
-          ->capture_default_str(),
-      cmd->add_option("--value-dim", o->value_dim, "Dv: value width (default: --head-dim)")
-          ->check(at_least(1)),
+      cmd->add_option("--head-dim", o->head_dim, "D: query/key width")->check(at_least(1))->capture_default_str(),
+      cmd->add_option("--value-dim", o->value_dim, "Dv: value width (default: --head-dim)")->check(at_least(1)),
       cmd->add_flag("--causal", o->causal, "causal mask (aligned bottom-right)"),
   };
   cmd->add_option("--threads", o->threads, std::string(threads_help) + ", for the engine and the ceilings")
       ->check(at_least(0))
       ->capture_default_str();
-  cmd->add_option("--reps", o->reps, "timed calls, at least")
-      ->check(at_least(1))
-      ->capture_default_str();
-  cmd->add_option("--warmup", o->warmup, "untimed calls before timing")
-      ->check(at_least(0))
-      ->capture_default_str();
+  cmd->add_option("--reps", o->reps, "timed calls, at least")->check(at_least(1))->capture_default_str();
+  cmd->add_option("--warmup", o->warmup, "untimed calls before timing")->check(at_least(0))->capture_default_str();
   cmd->add_option("--min-time", o->min_time, "seconds of timed calls, at least")
       ->check(at_least(0))
       ->capture_default_str();
-  cmd->add_option("--target", o->target,
-                  "pin the SIMD target (one of those --quick lists, e.g. AVX2)");
+  cmd->add_option("--target", o->target, "pin the SIMD target (one of those --quick lists, e.g. AVX2)");
   cmd->add_option("--seed", o->seed, "seed of the random inputs")->capture_default_str();
   cmd->add_flag("--json", o->json, "one JSON object per line on stdout instead of tables");
-  cmd->add_flag("--no-check", o->no_check,
-                "skip the check against the reference (for quick profiling)");
+  cmd->add_flag("--no-check", o->no_check, "skip the check against the reference (for quick profiling)");
   cmd->add_flag("--sgemm", o->sgemm, "also time OpenBLAS cblas_sgemm (the fp32 compute ceiling)");
-  cmd->add_option("--sgemm-n", o->sgemm_n, "sgemm matrix size")
-      ->check(at_least(1))
-      ->capture_default_str();
+  cmd->add_option("--sgemm-n", o->sgemm_n, "sgemm matrix size")->check(at_least(1))->capture_default_str();
   cmd->add_flag("--copy", o->copy, "also measure memory copy bandwidth (the decode ceiling)");
-  cmd->add_option("--copy-mib", o->copy_mib, "copy buffer size, MiB")
-      ->check(at_least(1))
-      ->capture_default_str();
-  cmd->add_flag("--fma-peak", o->fma,
-                "also measure the fp32 FMA peak (independent FMA chains in registers)");
+  cmd->add_option("--copy-mib", o->copy_mib, "copy buffer size, MiB")->check(at_least(1))->capture_default_str();
+  cmd->add_flag("--fma-peak", o->fma, "also measure the fp32 FMA peak (independent FMA chains in registers)");
   cmd->add_flag("--ceilings-only", o->ceilings_only,
                 "measure only the ceilings (those of --sgemm/--copy/--fma-peak; all three when none is given)");
-  CLI::Option* quick =
-      cmd->add_flag("--quick", o->quick,
-                    "self-check every SIMD target against the float64 reference on a "
-                    "dozen small cases, then time a few shapes; exit 1 on any FAIL");
+  CLI::Option* quick = cmd->add_flag("--quick", o->quick,
+                                     "self-check every SIMD target against the float64 reference on a "
+                                     "dozen small cases, then time a few shapes; exit 1 on any FAIL");
   for (CLI::Option* f : shape_flags) quick->excludes(f);
   quick->excludes("--ceilings-only");
 

@@ -153,8 +153,8 @@ std::string cell(const json& v, double lo, double hi, bool numbers, const Style&
 // A T x T matrix (rows and columns both tokens), the last `window` tokens of it.
 // `rows_are` / `cols_are`: "query" / "key" as the notation lays them out.
 // Cells where `mask` (same layout) is false are blank.
-void heatmap(const std::string& title, const json& m, const json& mask, const json& tokens,
-             const std::string& rows_are, const std::string& cols_are, bool unit_range, const Style& st) {
+void heatmap(const std::string& title, const json& m, const json& mask, const json& tokens, const std::string& rows_are,
+             const std::string& cols_are, bool unit_range, const Style& st) {
   const int T = static_cast<int>(m.size());
   const int label_w = 16;
   const bool numbers_fit = label_w + 9 * T + 2 <= st.cols;
@@ -170,13 +170,17 @@ void heatmap(const std::string& title, const json& m, const json& mask, const js
   }
   std::printf("\n%s  (rows: %s, columns: %s)\n", title.c_str(), rows_are.c_str(), cols_are.c_str());
   if (first > 0)
-    std::printf("  [showing the last %d of %d tokens (%d..%d): the terminal is %d columns wide; "
-                "--json has every entry]\n", window, T, first, T - 1, st.cols);
+    std::printf(
+        "  [showing the last %d of %d tokens (%d..%d): the terminal is %d columns wide; "
+        "--json has every entry]\n",
+        window, T, first, T - 1, st.cols);
   std::string head(label_w, ' ');
   for (int c = first; c < T; ++c) {
     const std::string idx = std::to_string(c);
-    if (cell_w == 9) head += " " + fit(idx + ":" + tokens[c]["text"].get<std::string>(), 8);
-    else head += fit(std::to_string(c % 100), 2, false);
+    if (cell_w == 9)
+      head += " " + fit(idx + ":" + tokens[c]["text"].get<std::string>(), 8);
+    else
+      head += fit(std::to_string(c % 100), 2, false);
   }
   std::printf("%s\n", head.c_str());
   for (int r = first; r < T; ++r) {
@@ -199,7 +203,8 @@ void heatmap(const std::string& title, const json& m, const json& mask, const js
 void print_tokens(const json& j, const Style& st) {
   section("the meeting: " + std::to_string(j["tokens"].size()) + " tokens");
   say("The tokens hold a meeting to decide the next token. Each one enters as an embedding: its token part "
-      "(what it is) plus its position part (where it sits). Norms of each part:", st.cols);
+      "(what it is) plus its position part (where it sits). Norms of each part:",
+      st.cols);
   std::printf("%5s  %7s  %-18s %10s %10s %10s\n", "index", "id", "text", "|token|", "|position|", "|sum|");
   for (const auto& t : j["tokens"]) {
     std::printf("%5d  %7d  %s %10.3f %10.3f %10.3f%s\n", t["index"].get<int>(), t["id"].get<int>(),
@@ -225,7 +230,8 @@ void print_shift(const json& shift, const char* a, const char* b, const std::str
     const double d = s["delta"].get<double>();
     const int n = static_cast<int>(std::lround(std::min(1.0, std::abs(d)) * 20));
     std::printf("%7d  %s %9.4f %9.4f %+9.4f  %s\n", s["id"].get<int>(), fit(quoted(s["text"]), 18).c_str(),
-                s[a].get<double>(), s[b].get<double>(), d, std::string(static_cast<std::size_t>(n), d < 0 ? '-' : '+').c_str());
+                s[a].get<double>(), s[b].get<double>(), d,
+                std::string(static_cast<std::size_t>(n), d < 0 ? '-' : '+').c_str());
   }
 }
 
@@ -250,11 +256,13 @@ void print_prediction(const json& j, const ExplainArgs& a, const Style& st) {
   print_shift(j["baseline"]["shift"], "p_baseline", "p", "baseline", "now");
   if (!a.silence.empty())
     say("Silenced tokens keep asking their own questions, but nobody hears their answers: their keys are masked "
-        "in every layer and head, so every weight on them is 0.", st.cols);
+        "in every layer and head, so every weight on them is 0.",
+        st.cols);
   if (a.swap_qk)
     say("The seed asks whether Q and K could trade places. Q_i . K_j = K_j . Q_i, but the softmax runs over the "
         "keys of one question and the values travel with the keys, so swapping the projections changes who "
-        "asks and who answers, and the trained model's prediction with it.", st.cols);
+        "asks and who answers, and the trained model's prediction with it.",
+        st.cols);
 }
 
 void print_heads(const json& j, const Style& st, std::size_t limit) {
@@ -263,7 +271,8 @@ void print_heads(const json& j, const Style& st, std::size_t limit) {
   say("Every head holds its own meeting with its own questions (W_Q), offered answers (W_K) and actual answers "
       "(W_V). Focus is the mean over tokens (after the first, which can only hear itself) of the largest weight "
       "a token gives: 1 means each token listens to exactly one other. Entropy (nats) is the same spread seen "
-      "the other way: 0 is one voice, log(n) is everyone equally.", st.cols);
+      "the other way: 0 is one voice, log(n) is everyone equally.",
+      st.cols);
   std::printf("%5s %5s %7s %8s   %s\n", "layer", "head", "focus", "entropy", "last token listens most to");
   const json& tokens = j["tokens"];
   for (std::size_t i = 0; i < heads.size() && i < limit; ++i) {
@@ -271,7 +280,8 @@ void print_heads(const json& j, const Style& st, std::size_t limit) {
     std::string to = "nobody (every key silenced)";
     if (!h["last_token_attends_to"].is_null()) {
       const int k = h["last_token_attends_to"].get<int>();
-      to = std::to_string(k) + " " + quoted(tokens[k]["text"]) + " (" + fmt("%.3f", h["last_token_weight"].get<double>()) + ")";
+      to = std::to_string(k) + " " + quoted(tokens[k]["text"]) + " (" +
+           fmt("%.3f", h["last_token_weight"].get<double>()) + ")";
     }
     std::printf("%5d %5d %7.3f %8.3f   %s\n", h["layer"].get<int>(), h["head"].get<int>(), h["focus"].get<double>(),
                 h["entropy"].get<double>(), to.c_str());
@@ -287,7 +297,8 @@ void print_last_token(const json& head, const json& tokens, const Style& st) {
               quoted(tokens[last]["text"]).c_str());
   say("Its result is sum_j w_j V_j. w_j is how much it listens to token j; |V_j| is how big j's actual answer is; "
       "|w_j V_j| = w_j |V_j| is how far that answer moves the result. A large weight on a small value says "
-      "little.", st.cols);
+      "little.",
+      st.cols);
   double wmax = 0, cmax = 0;
   for (std::size_t k = 0; k < lt["weights"].size(); ++k) {
     wmax = std::max(wmax, lt["weights"][k].get<double>());
@@ -314,23 +325,28 @@ void print_head(const json& j, int layer, const json& head, const Style& st) {
   if (col)
     say("3Blue1Brown writes vectors as columns: the same numbers as the paper's, transposed. Columns are the "
         "tokens asking (queries), rows the tokens answering (keys); softmax runs down each column; the result is "
-        "V softmax(K^T Q / sqrt(d)).", st.cols);
+        "V softmax(K^T Q / sqrt(d)).",
+        st.cols);
   else
     say("The paper writes vectors as rows: rows are the tokens asking (queries), columns the tokens answering "
-        "(keys); softmax runs along each row; the result is softmax(Q K^T / sqrt(d)) V.", st.cols);
+        "(keys); softmax runs along each row; the result is softmax(Q K^T / sqrt(d)) V.",
+        st.cols);
   say("Each token asks a question (its query Q_i = E_i W_Q), offers the kind of answer it can give (its key "
-      "K_j = E_j W_K) and holds an actual answer (its value V_j = E_j W_V).", st.cols);
+      "K_j = E_j W_K) and holds an actual answer (its value V_j = E_j W_V).",
+      st.cols);
   heatmap("raw scores Q_i . K_j", head["scores"], head["mask"], tokens, rows, cols, false, st);
   say("How well token j's offered answer fits token i's question: a large dot product is a good fit.", st.cols);
-  heatmap("scaled scores Q_i . K_j / sqrt(d)  (x " + fmt("%.4g", head["scale"].get<double>()) + ")",
-          head["scaled"], head["mask"], tokens, rows, cols, false, st);
+  heatmap("scaled scores Q_i . K_j / sqrt(d)  (x " + fmt("%.4g", head["scale"].get<double>()) + ")", head["scaled"],
+          head["mask"], tokens, rows, cols, false, st);
   say("Divided by sqrt(d), d = " + std::to_string(j["model"]["head_dim"].get<int>()) +
-      ", so that long vectors do not push the softmax to all-or-nothing.", st.cols);
+          ", so that long vectors do not push the softmax to all-or-nothing.",
+      st.cols);
   heatmap("causal mask", head["mask"], head["mask"], tokens, rows, cols, true, st);
   say("A token hears only itself and the tokens before it; a silenced token is heard by nobody.", st.cols);
   heatmap("softmax weights", head["weights"], head["mask"], tokens, rows, cols, true, st);
   say(std::string("Softmax turns each question's scores into weights between 0 and 1 that sum to 1 (each ") +
-      (col ? "column" : "row") + "): how much token i listens to token j.", st.cols);
+          (col ? "column" : "row") + "): how much token i listens to token j.",
+      st.cols);
   print_last_token(head, tokens, st);
 }
 
@@ -339,7 +355,8 @@ void print_compare(const json& j, const Style& st) {
   section("two meetings: \"" + j["prompt"].get<std::string>() + "\" vs \"" + c["prompt"].get<std::string>() + "\"");
   say("The same last tokens, with different company. In the seed's example, \"I have a lot\" alone may end "
       "with a full stop; after \"Cash or credit card?\" the earlier tokens have something to say, and \"of\" "
-      "becomes likelier.", st.cols);
+      "becomes likelier.",
+      st.cols);
   print_top(j["prediction"], "first prompt, top " + std::to_string(j["prediction"]["top"].size()));
   std::printf("\n");
   print_top(c["prediction"], "second prompt, top " + std::to_string(c["prediction"]["top"].size()));
@@ -362,7 +379,8 @@ void print_compare(const json& j, const Style& st) {
   where(j, "first prompt");
   where(c, "second prompt");
   say("Attention is shared: softmax makes the weights sum to 1, so when more tokens have something to say, "
-      "each one's voice (including the last token's own) gets relatively weaker.", st.cols);
+      "each one's voice (including the last token's own) gets relatively weaker.",
+      st.cols);
 }
 
 void run_explain(const ExplainArgs& a) {
@@ -408,7 +426,8 @@ void run_explain(const ExplainArgs& a) {
   print_prediction(j, a, st);
   print_heads(j, st, chosen ? 8 : 12);
   if (!chosen)
-    std::printf("\nthe most focused head is layer %d, head %d; --layer L --head H shows any other.\n", *o.layer, *o.head);
+    std::printf("\nthe most focused head is layer %d, head %d; --layer L --head H shows any other.\n", *o.layer,
+                *o.head);
   for (const auto& L : j["layers"])
     for (const auto& h : L["heads"]) print_head(j, L["layer"].get<int>(), h, st);
   if (!j["compare"].is_null()) print_compare(j, st);
@@ -421,9 +440,9 @@ void add_explain_command(CLI::App& app) {
   CLI::App* sub = app.add_subcommand(
       "explain", "Show the attention \"meeting\" of a prompt: tokens, Q.K scores, weights, the next token");
   sub->add_option("prompt", a->prompt, "prompt")->required();
-  sub->add_option("--model", a->model,
-                  "model directory (config.json, model.safetensors, vocab.json, merges.txt); default: " +
-                      default_model_help());
+  sub->add_option(
+      "--model", a->model,
+      "model directory (config.json, model.safetensors, vocab.json, merges.txt); default: " + default_model_help());
   sub->add_option("--compare", a->compare, "a second prompt: how the prediction and the last token's attention shift");
   sub->add_option("--layer", a->layer, "show this layer's heads (all heads, or --head's)");
   sub->add_option("--head", a->head, "show this head (in --layer, or in every layer)");

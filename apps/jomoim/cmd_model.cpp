@@ -25,9 +25,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 
-double ms_since(Clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
+double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
 struct TokenizeArgs {
   std::string model, text;
@@ -60,8 +58,8 @@ void run_tokenize(const TokenizeArgs& a) {
   if (a.json) {
     json j = {{"ids", ids}, {"tokens", json::array()}};
     for (auto id : ids) {
-      j["tokens"].push_back({{"id", id}, {"text", printable_text(tok.token_bytes(id))},
-                             {"token", tok.token_string(id)}});
+      j["tokens"].push_back(
+          {{"id", id}, {"text", printable_text(tok.token_bytes(id))}, {"token", tok.token_string(id)}});
     }
     std::printf("%s\n", j.dump().c_str());
     return;
@@ -88,8 +86,8 @@ void run_predict(const PredictArgs& a) {
   if (a.json) {
     json j = {{"model", dir.path.string()}, {"prompt", a.text}, {"ids", ids}, {"top", json::array()}};
     for (auto id : best)
-      j["top"].push_back({{"id", id}, {"text", printable_text(tok.token_bytes(id))}, {"probability", p[id]},
-                          {"logit", logits[id]}});
+      j["top"].push_back(
+          {{"id", id}, {"text", printable_text(tok.token_bytes(id))}, {"probability", p[id]}, {"logit", logits[id]}});
     std::printf("%s\n", j.dump().c_str());
     return;
   }
@@ -134,15 +132,24 @@ void run_generate(const GenerateArgs& a) {
   const double prefill_tps = ids.size() / (r.prefill_ms / 1e3);
   const double decode_tps = r.ids.empty() ? 0.0 : r.ids.size() / (r.decode_ms / 1e3);
   if (a.json) {
-    json j = {{"prompt", a.text}, {"prompt_ids", ids}, {"ids", r.ids}, {"text", tok.decode(r.ids)},
-              {"stop", stop}, {"seed", go.sampling.seed}, {"prefill_ms", r.prefill_ms}, {"decode_ms", r.decode_ms},
-              {"prefill_tokens_per_s", prefill_tps}, {"decode_tokens_per_s", decode_tps}};
+    json j = {{"prompt", a.text},
+              {"prompt_ids", ids},
+              {"ids", r.ids},
+              {"text", tok.decode(r.ids)},
+              {"stop", stop},
+              {"seed", go.sampling.seed},
+              {"prefill_ms", r.prefill_ms},
+              {"decode_ms", r.decode_ms},
+              {"prefill_tokens_per_s", prefill_tps},
+              {"decode_tokens_per_s", decode_tps}};
     // Text may hold invalid UTF-8 (a token can end mid-character); dump replaces it.
     std::printf("%s\n", j.dump(-1, ' ', false, json::error_handler_t::replace).c_str());
     return;
   }
   std::printf("\n");
-  std::fprintf(stderr, "[prompt %zu tokens in %.1f ms (%.1f tokens/s); generated %zu tokens in %.1f ms (%.1f tokens/s); seed %llu; stop: %s]\n",
+  std::fprintf(stderr,
+               "[prompt %zu tokens in %.1f ms (%.1f tokens/s); generated %zu tokens in %.1f ms (%.1f tokens/s); seed "
+               "%llu; stop: %s]\n",
                ids.size(), r.prefill_ms, prefill_tps, r.ids.size(), r.decode_ms, decode_tps,
                static_cast<unsigned long long>(go.sampling.seed), stop.c_str());
 }
@@ -179,8 +186,7 @@ struct BenchModelArgs {
 // Prefill of `prompt` random ids, then `tokens` single-token decode steps through the KV cache;
 // medians over reps. No tokenizer needed: the ids are drawn from the vocabulary.
 void run_bench_model(const BenchModelArgs& a) {
-  if (a.prompt < 1 || a.tokens < 1 || a.reps < 1)
-    throw Error("--prompt, --tokens and --reps must be at least 1");
+  if (a.prompt < 1 || a.tokens < 1 || a.reps < 1) throw Error("--prompt, --tokens and --reps must be at least 1");
   const ModelDir dir = resolve_model_dir(a.model);
   const auto t_load = Clock::now();
   GptModel model = GptModel::load(dir.path);
@@ -218,14 +224,25 @@ void run_bench_model(const BenchModelArgs& a) {
   const MemoryReport mem = memory_report();
   const double weights_mib = static_cast<double>(c.parameter_count()) * 4 / (1024.0 * 1024.0);
   if (a.json) {
-    json j = {{"model", dir.path.string()}, {"threads", a.threads}, {"prompt_tokens", a.prompt},
-              {"new_tokens", a.tokens}, {"reps", a.reps}, {"load_ms", load_ms},
-              {"prefill_ms", pm}, {"decode_ms", dm},
-              {"prefill_tokens_per_s", a.prompt / (pm / 1e3)}, {"decode_tokens_per_s", a.tokens / (dm / 1e3)},
-              {"prefill_ms_all", prefill}, {"decode_ms_all", decode},
-              {"peak_rss_mib", mem.peak}, {"rss_anon_mib", mem.anon}, {"rss_file_mib", mem.file},
-              {"weights_mib", weights_mib}, {"copied_weight_mib", model.copied_bytes() / (1024.0 * 1024.0)},
-              {"kv_cache_mib", cache.bytes() / (1024.0 * 1024.0)}, {"parameters", c.parameter_count()}};
+    json j = {{"model", dir.path.string()},
+              {"threads", a.threads},
+              {"prompt_tokens", a.prompt},
+              {"new_tokens", a.tokens},
+              {"reps", a.reps},
+              {"load_ms", load_ms},
+              {"prefill_ms", pm},
+              {"decode_ms", dm},
+              {"prefill_tokens_per_s", a.prompt / (pm / 1e3)},
+              {"decode_tokens_per_s", a.tokens / (dm / 1e3)},
+              {"prefill_ms_all", prefill},
+              {"decode_ms_all", decode},
+              {"peak_rss_mib", mem.peak},
+              {"rss_anon_mib", mem.anon},
+              {"rss_file_mib", mem.file},
+              {"weights_mib", weights_mib},
+              {"copied_weight_mib", model.copied_bytes() / (1024.0 * 1024.0)},
+              {"kv_cache_mib", cache.bytes() / (1024.0 * 1024.0)},
+              {"parameters", c.parameter_count()}};
     std::printf("%s\n", j.dump().c_str());
     return;
   }
@@ -234,17 +251,17 @@ void run_bench_model(const BenchModelArgs& a) {
               model.copied_bytes() / (1024.0 * 1024.0), load_ms);
   std::printf("prefill %d tokens: %.1f ms (%.0f tokens/s)\n", a.prompt, pm, a.prompt / (pm / 1e3));
   std::printf("decode  %d tokens: %.1f ms (%.1f tokens/s)\n", a.tokens, dm, a.tokens / (dm / 1e3));
-  std::printf("memory: peak RSS %.0f MiB = mapped weights (file-backed) %.0f MiB + allocated %.0f MiB "
-              "(KV cache %.1f MiB)\n",
-              mem.peak, mem.file, mem.anon, cache.bytes() / (1024.0 * 1024.0));
+  std::printf(
+      "memory: peak RSS %.0f MiB = mapped weights (file-backed) %.0f MiB + allocated %.0f MiB "
+      "(KV cache %.1f MiB)\n",
+      mem.peak, mem.file, mem.anon, cache.bytes() / (1024.0 * 1024.0));
 }
 
 }  // namespace
 
 void add_model_commands(CLI::App& app) {
   const std::string model_help =
-      "model directory (config.json, model.safetensors, vocab.json, merges.txt); default: " +
-      default_model_help();
+      "model directory (config.json, model.safetensors, vocab.json, merges.txt); default: " + default_model_help();
   {
     auto a = std::make_shared<TokenizeArgs>();
     CLI::App* sub = app.add_subcommand("tokenize", "Print the token ids of a text (byte-level BPE)");
@@ -281,7 +298,8 @@ void add_model_commands(CLI::App& app) {
   }
   {
     auto a = std::make_shared<BenchModelArgs>();
-    CLI::App* sub = app.add_subcommand("bench-model", "Time prefill and KV-cache decoding of a model (random prompt ids)");
+    CLI::App* sub =
+        app.add_subcommand("bench-model", "Time prefill and KV-cache decoding of a model (random prompt ids)");
     sub->add_option("--model", a->model, model_help);
     sub->add_option("--prompt", a->prompt, "prompt length in tokens")->capture_default_str();
     sub->add_option("--tokens", a->tokens, "tokens to decode one by one")->capture_default_str();

@@ -69,8 +69,8 @@ void run_serve(const ServeArgs& a) {
   if (!is_loopback(a.host))
     std::fprintf(stderr, "jomoim serve: warning: listening on %s, reachable from other machines\n", a.host.c_str());
   const GptConfig& c = model.config();
-  std::printf("jomoim serve: %s  (model %s: %d layers x %d heads, context %d; Ctrl-C stops)\n",
-              server.url().c_str(), dir.path.string().c_str(), c.n_layer, c.n_head, c.n_positions);
+  std::printf("jomoim serve: %s  (model %s: %d layers x %d heads, context %d; Ctrl-C stops)\n", server.url().c_str(),
+              dir.path.string().c_str(), c.n_layer, c.n_head, c.n_positions);
   std::fflush(stdout);
 
   std::atomic<bool> done{false};

@@ -3,12 +3,12 @@
 // Progress goes to stderr: a bar redrawn in place on a terminal, one line per --log-every
 // steps otherwise. Ctrl-C (SIGINT) or SIGTERM finishes the current step, saves a checkpoint and
 // exits with status 130; `--resume` continues from it.
+#include <unistd.h>
 #include <atomic>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <string>
-#include <unistd.h>
 
 #include "commands.hpp"
 #include "jomoim/engine/threads.hpp"
@@ -24,8 +24,10 @@ std::string duration(double s) {
   if (!std::isfinite(s) || s < 0) return "?";
   const long t = std::lround(s);
   char buf[32];
-  if (t >= 3600) std::snprintf(buf, sizeof buf, "%ldh%02ldm", t / 3600, (t / 60) % 60);
-  else std::snprintf(buf, sizeof buf, "%ldm%02lds", t / 60, t % 60);
+  if (t >= 3600)
+    std::snprintf(buf, sizeof buf, "%ldh%02ldm", t / 3600, (t / 60) % 60);
+  else
+    std::snprintf(buf, sizeof buf, "%ldm%02lds", t / 60, t % 60);
   return buf;
 }
 
@@ -53,7 +55,8 @@ void run_train(TrainArgs& a) {
       std::fprintf(stderr, "\r\033[K[%s] step %lld/%lld  loss %.4f  lr %.2e  %.0f tok/s  ETA %s", bar.c_str(),
                    static_cast<long long>(r.step), static_cast<long long>(total), r.loss, r.lr, r.tokens_per_s,
                    duration(eta).c_str());
-      if (eval) std::fprintf(stderr, "\n  step %lld: validation loss %.4f\n", static_cast<long long>(r.step), r.val_loss);
+      if (eval)
+        std::fprintf(stderr, "\n  step %lld: validation loss %.4f\n", static_cast<long long>(r.step), r.val_loss);
     } else if (eval || r.step % a.log_every == 0 || r.step == total) {
       std::fprintf(stderr, "step %lld/%lld  loss %.4f%s  lr %.2e  %.0f tok/s  ETA %s\n", static_cast<long long>(r.step),
                    static_cast<long long>(total), r.loss,
@@ -66,7 +69,8 @@ void run_train(TrainArgs& a) {
   struct sigaction sa {};
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
-  struct sigaction old_int {}, old_term {};
+  struct sigaction old_int {
+  }, old_term{};
   sigaction(SIGINT, &sa, &old_int);
   sigaction(SIGTERM, &sa, &old_term);
   TrainResult r;
@@ -102,11 +106,13 @@ void add_train_command(CLI::App& app) {
   o.model.n_embd = 256;
   o.model.n_positions = 128;
   o.model.vocab_size = 1;  // from the tokenizer
-  CLI::App* sub = app.add_subcommand("train", "Train a GPT-2-architecture model on text files (writes a model directory)");
+  CLI::App* sub =
+      app.add_subcommand("train", "Train a GPT-2-architecture model on text files (writes a model directory)");
   sub->add_option("--data", a->data, "text files, or folders of .txt files (each file is one document)")->required();
   sub->add_option("--out", a->out, "model directory to write (config.json, model.safetensors, vocab.json, merges.txt)")
       ->required();
-  sub->add_option("--tokenizer", a->tokenizer, "use this folder's vocab.json + merges.txt instead of training a tokenizer");
+  sub->add_option("--tokenizer", a->tokenizer,
+                  "use this folder's vocab.json + merges.txt instead of training a tokenizer");
   sub->add_option("--vocab-size", o.vocab_size, "vocabulary size of the trained tokenizer")->capture_default_str();
   sub->add_option("--layers", o.model.n_layer, "transformer blocks")->capture_default_str();
   sub->add_option("--heads", o.model.n_head, "attention heads per block")->capture_default_str();
@@ -114,14 +120,17 @@ void add_train_command(CLI::App& app) {
   sub->add_option("--context", o.model.n_positions, "context length (positions)")->capture_default_str();
   sub->add_option("--batch", o.batch, "windows per micro-batch")->capture_default_str();
   sub->add_option("--seq", o.seq, "tokens per window")->capture_default_str();
-  sub->add_option("--accum", o.accum, "micro-batches per optimizer step (gradient accumulation)")->capture_default_str();
+  sub->add_option("--accum", o.accum, "micro-batches per optimizer step (gradient accumulation)")
+      ->capture_default_str();
   sub->add_option("--steps", o.steps, "optimizer steps in total")->capture_default_str();
   sub->add_option("--lr", o.lr, "peak learning rate")->capture_default_str();
   sub->add_option("--min-lr", o.min_lr, "learning rate at the end of the cosine decay")->capture_default_str();
   sub->add_option("--warmup", o.warmup, "linear warm-up steps")->capture_default_str();
-  sub->add_option("--weight-decay", o.weight_decay, "AdamW weight decay (matrices and embeddings)")->capture_default_str();
+  sub->add_option("--weight-decay", o.weight_decay, "AdamW weight decay (matrices and embeddings)")
+      ->capture_default_str();
   sub->add_option("--clip", o.clip, "clip the global gradient norm to this (0: off)")->capture_default_str();
-  sub->add_option("--val-fraction", o.val_fraction, "share of documents held out for validation")->capture_default_str();
+  sub->add_option("--val-fraction", o.val_fraction, "share of documents held out for validation")
+      ->capture_default_str();
   sub->add_option("--eval-every", o.eval_every, "steps between validation losses")->capture_default_str();
   sub->add_option("--eval-batches", o.eval_batches, "batches per validation")->capture_default_str();
   sub->add_option("--save-every", o.save_every, "steps between checkpoints")->capture_default_str();

@@ -87,8 +87,8 @@ FmaPeak fma_peak(int threads, double seconds, int runs) {
   FmaPeak r;
   r.runs = runs;
   r.best_gflops = rates.back();
-  r.median_gflops = rates.size() % 2 ? rates[rates.size() / 2]
-                                     : 0.5 * (rates[rates.size() / 2 - 1] + rates[rates.size() / 2]);
+  r.median_gflops =
+      rates.size() % 2 ? rates[rates.size() / 2] : 0.5 * (rates[rates.size() / 2 - 1] + rates[rates.size() / 2]);
   return r;
 }
 

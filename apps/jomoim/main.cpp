@@ -14,9 +14,8 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("jomoim ") + jomoim::version);
   // CLI11's own parse errors (missing or unknown options, bad values) get the same one-line
   // form as every other failure; its default adds a second line pointing at --help.
-  app.failure_message([](const CLI::App*, const CLI::Error& e) {
-    return std::string("jomoim: error: ") + e.what() + "\n";
-  });
+  app.failure_message(
+      [](const CLI::App*, const CLI::Error& e) { return std::string("jomoim: error: ") + e.what() + "\n"; });
   jomoim::cli::add_attend_command(app);
   jomoim::cli::add_bench_command(app);
   jomoim::cli::add_model_commands(app);

@@ -30,9 +30,7 @@ fs::path shared_data_path(const std::string& name) {
   return installed;
 }
 
-std::string default_model_help() {
-  return "$JOMOIM_MODEL, else " + shared_data_path("models/default").string();
-}
+std::string default_model_help() { return "$JOMOIM_MODEL, else " + shared_data_path("models/default").string(); }
 
 ModelDir resolve_model_dir(const std::string& option) {
   ModelDir d;

@@ -64,8 +64,8 @@ int get_int(const json& v, const std::string& name, std::int64_t lo, std::int64_
 
 ExplainRequest parse_explain_request(std::string_view body, const ModelShape& shape, const RequestLimits& limits) {
   const json j = parse_object(body, limits);
-  static const std::set<std::string> known = {"prompt", "compare", "layer", "head", "notation",
-                                              "silence", "swap_qk", "top", "matrices"};
+  static const std::set<std::string> known = {"prompt",  "compare", "layer", "head",    "notation",
+                                              "silence", "swap_qk", "top",   "matrices"};
   for (const auto& [key, value] : j.items())
     if (!known.count(key))
       refuse("unknown field " + quoted(key) +
@@ -102,11 +102,13 @@ ExplainRequest parse_explain_request(std::string_view body, const ModelShape& sh
     }
   }
   if (j.contains("swap_qk") && !j["swap_qk"].is_null()) {
-    if (!j["swap_qk"].is_boolean()) refuse(std::string("\"swap_qk\" must be true or false, got ") + j["swap_qk"].type_name());
+    if (!j["swap_qk"].is_boolean())
+      refuse(std::string("\"swap_qk\" must be true or false, got ") + j["swap_qk"].type_name());
     r.options.swap_qk = j["swap_qk"].get<bool>();
   }
   if (j.contains("matrices") && !j["matrices"].is_null()) {
-    if (!j["matrices"].is_boolean()) refuse(std::string("\"matrices\" must be true or false, got ") + j["matrices"].type_name());
+    if (!j["matrices"].is_boolean())
+      refuse(std::string("\"matrices\" must be true or false, got ") + j["matrices"].type_name());
     r.options.matrices = j["matrices"].get<bool>();
   }
   if (j.contains("top") && !j["top"].is_null()) {

@@ -20,8 +20,8 @@
 #include <string>
 #include <string_view>
 
-#include "jomoim/explain/explain.hpp"
 #include "jomoim/core/tensor.hpp"
+#include "jomoim/explain/explain.hpp"
 
 namespace jomoim::serve {
 
@@ -60,8 +60,7 @@ struct ExplainRequest {
 // Throws RequestError: body over the limit (413), not valid JSON or not an object, an unknown
 // field, a field of the wrong type, a prompt over the byte limit, layer/head/top/silence out of
 // range, a silence index repeated, notation other than "paper" / "3b1b".
-ExplainRequest parse_explain_request(std::string_view body, const ModelShape& shape,
-                                     const RequestLimits& limits = {});
+ExplainRequest parse_explain_request(std::string_view body, const ModelShape& shape, const RequestLimits& limits = {});
 
 // {"prompt": "..."} -> the prompt. The same refusals for the body and the prompt.
 std::string parse_tokenize_request(std::string_view body, const RequestLimits& limits = {});

@@ -76,10 +76,10 @@ struct ExplorerServer::Impl {
     http.set_keep_alive_timeout(2);
     http.set_read_timeout(10);
     http.set_write_timeout(30);
-    http.set_default_headers({{"X-Content-Type-Options", "nosniff"},
-                              {"Cache-Control", "no-store"},
-                              {"Content-Security-Policy",
-                               "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:"}});
+    http.set_default_headers(
+        {{"X-Content-Type-Options", "nosniff"},
+         {"Cache-Control", "no-store"},
+         {"Content-Security-Policy", "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:"}});
     routes();
   }
 
@@ -151,9 +151,8 @@ struct ExplorerServer::Impl {
     http.Get("/api/health", [](const httplib::Request&, httplib::Response& res) {
       send_json(res, 200, {{"status", "ok"}});
     });
-    http.Get("/api/model", [this](const httplib::Request&, httplib::Response& res) {
-      send_json(res, 200, model_summary());
-    });
+    http.Get("/api/model",
+             [this](const httplib::Request&, httplib::Response& res) { send_json(res, 200, model_summary()); });
     http.Post("/api/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
       guarded(res, [&] {
         const std::string prompt = parse_tokenize_request(req.body, opt.limits);
@@ -164,10 +163,16 @@ struct ExplorerServer::Impl {
         }
         json tokens = json::array();
         for (std::size_t i = 0; i < ids.size(); ++i)
-          tokens.push_back({{"index", i}, {"id", ids[i]}, {"text", tokenizer.token_bytes(ids[i])},
+          tokens.push_back({{"index", i},
+                            {"id", ids[i]},
+                            {"text", tokenizer.token_bytes(ids[i])},
                             {"token", tokenizer.token_string(ids[i])}});
-        send_json(res, 200, {{"prompt", prompt}, {"ids", ids}, {"tokens", tokens},
-                             {"count", ids.size()}, {"context", model.config().n_positions}});
+        send_json(res, 200,
+                  {{"prompt", prompt},
+                   {"ids", ids},
+                   {"tokens", tokens},
+                   {"count", ids.size()},
+                   {"context", model.config().n_positions}});
       });
     });
     http.Post("/api/explain", [this](const httplib::Request& req, httplib::Response& res) {
@@ -213,14 +218,15 @@ struct ExplorerServer::Impl {
     // get a JSON body too; handlers that wrote their own body keep it.
     http.set_error_handler(httplib::Server::HandlerWithResponse(
         [limit = opt.limits.max_body_bytes](const httplib::Request&, httplib::Response& res) {
-      if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-      const std::string what = res.status == 404   ? "not found"
-                               : res.status == 413 ? "the request body is over the limit of " + std::to_string(limit) + " bytes"
-                               : res.status == 405 ? "method not allowed"
-                                                   : "bad request (HTTP " + std::to_string(res.status) + ")";
-      send_error(res, res.status, what);
-      return httplib::Server::HandlerResponse::Handled;
-    }));
+          if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+          const std::string what = res.status == 404 ? "not found"
+                                   : res.status == 413
+                                       ? "the request body is over the limit of " + std::to_string(limit) + " bytes"
+                                   : res.status == 405 ? "method not allowed"
+                                                       : "bad request (HTTP " + std::to_string(res.status) + ")";
+          send_error(res, res.status, what);
+          return httplib::Server::HandlerResponse::Handled;
+        }));
     http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
       send_error(res, 500, "internal error");
     });

@@ -16,23 +16,30 @@ namespace jomoim::cases {
 
 const char* name(BiasKind k) {
   switch (k) {
-    case BiasKind::none: return "none";
-    case BiasKind::full: return "full";
-    case BiasKind::rows: return "rows";
-    case BiasKind::keys: return "keys";
-    case BiasKind::heads: return "heads";
+    case BiasKind::none:
+      return "none";
+    case BiasKind::full:
+      return "full";
+    case BiasKind::rows:
+      return "rows";
+    case BiasKind::keys:
+      return "keys";
+    case BiasKind::heads:
+      return "heads";
   }
   return "?";
 }
-const char* name(BiasMask m) {
-  return m == BiasMask::none ? "none" : m == BiasMask::random ? "random" : "prefix";
-}
+const char* name(BiasMask m) { return m == BiasMask::none ? "none" : m == BiasMask::random ? "random" : "prefix"; }
 const char* name(KeyLens k) {
   switch (k) {
-    case KeyLens::none: return "none";
-    case KeyLens::mixed: return "mixed";
-    case KeyLens::full: return "full";
-    case KeyLens::zero: return "zero";
+    case KeyLens::none:
+      return "none";
+    case KeyLens::mixed:
+      return "mixed";
+    case KeyLens::full:
+      return "full";
+    case KeyLens::zero:
+      return "zero";
   }
   return "?";
 }
@@ -51,9 +58,9 @@ namespace L = layouts;
 // A readable, unique-enough name from the fields (the group prefix makes it unique).
 std::string auto_name(const std::string& group, const Case& c) {
   const Dims& n = c.n;
-  std::string s = group + "_b" + std::to_string(n.B) + "h" + std::to_string(n.Hq) + "x" +
-                  std::to_string(n.Hkv) + "_q" + std::to_string(n.Nq) + "k" + std::to_string(n.Nk) +
-                  "_d" + std::to_string(n.D) + "v" + std::to_string(n.Dv);
+  std::string s = group + "_b" + std::to_string(n.B) + "h" + std::to_string(n.Hq) + "x" + std::to_string(n.Hkv) + "_q" +
+                  std::to_string(n.Nq) + "k" + std::to_string(n.Nk) + "_d" + std::to_string(n.D) + "v" +
+                  std::to_string(n.Dv);
   if (c.causal) s += "_causal";
   if (c.bias != BiasKind::none) s += std::string("_bias") + name(c.bias);
   if (c.bias_mask != BiasMask::none) s += std::string("_mask") + name(c.bias_mask);
@@ -68,8 +75,12 @@ std::string auto_name(const std::string& group, const Case& c) {
   if (c.notation == Notation::col3b1b) s += "_3b1b";
   if (!c.want_probs) s += "_noprobs";
   if (!c.want_lse) s += "_nolse";
-  for (const auto& [tag, l] : {std::pair{"q", &c.q_layout}, {"k", &c.k_layout}, {"v", &c.v_layout},
-                               {"o", &c.out_layout}, {"b", &c.bias_layout}, {"p", &c.probs_layout},
+  for (const auto& [tag, l] : {std::pair{"q", &c.q_layout},
+                               {"k", &c.k_layout},
+                               {"v", &c.v_layout},
+                               {"o", &c.out_layout},
+                               {"b", &c.bias_layout},
+                               {"p", &c.probs_layout},
                                {"l", &c.lse_layout}})
     if (l->name != "contig") s += std::string("_") + tag + l->name;
   for (char& ch : s)
@@ -148,16 +159,31 @@ void lengths(Table& t) {
 // The engine's query and key tiles, narrow and wide.
 void tiles(Table& t) {
   // Tile boundaries (the default tiles: Bq = 64 query rows, Bk = 256 keys).
-  for (auto [nq, nk] : {std::pair<I64, I64>{63, 63}, {64, 64}, {65, 65}, {127, 129}, {129, 127},
-                        {64, 65}, {65, 64}, {63, 129}, {129, 63}, {128, 128}})
+  for (auto [nq, nk] : {std::pair<I64, I64>{63, 63},
+                        {64, 64},
+                        {65, 65},
+                        {127, 129},
+                        {129, 127},
+                        {64, 65},
+                        {65, 64},
+                        {63, 129},
+                        {129, 63},
+                        {128, 128}})
     for (bool causal : {false, true}) {
       if (!causal && nq != nk) continue;
       Case c = make({1, 2, 1, nq, nk, 40, 48});
       c.causal = causal;
       t.add("tile", c);
     }
-  for (auto [nq, nk] : {std::pair<I64, I64>{255, 255}, {256, 256}, {257, 257}, {64, 257}, {65, 511},
-                        {100, 513}, {300, 255}, {1, 257}, {7, 512}})
+  for (auto [nq, nk] : {std::pair<I64, I64>{255, 255},
+                        {256, 256},
+                        {257, 257},
+                        {64, 257},
+                        {65, 511},
+                        {100, 513},
+                        {300, 255},
+                        {1, 257},
+                        {7, 512}})
     for (bool causal : {false, true}) {
       Case c = make({1, 2, 1, nq, nk, 24, 40});
       c.causal = causal;
@@ -411,13 +437,19 @@ void memory_layouts(Table& t) {
   // Layouts: transposed, padded, reversed (negative strides), strided, broadcast inputs, and
   // the 3b1b notation on column memory and on other memory.
   {
-    auto lay = [&](Notation no, Layout q, Layout k, Layout v, Layout o, Layout p, Layout l,
-                   bool causal, BiasKind bias = BiasKind::none, Layout bl = L::contig()) {
+    auto lay = [&](Notation no, Layout q, Layout k, Layout v, Layout o, Layout p, Layout l, bool causal,
+                   BiasKind bias = BiasKind::none, Layout bl = L::contig()) {
       Case c = make({2, 4, 2, 37, 70, 24, 20});
       c.notation = no;
-      c.q_layout = q; c.k_layout = k; c.v_layout = v; c.out_layout = o;
-      c.probs_layout = p; c.lse_layout = l; c.causal = causal;
-      c.bias = bias; c.bias_layout = bl;
+      c.q_layout = q;
+      c.k_layout = k;
+      c.v_layout = v;
+      c.out_layout = o;
+      c.probs_layout = p;
+      c.lse_layout = l;
+      c.causal = causal;
+      c.bias = bias;
+      c.bias_layout = bl;
       if (bias != BiasKind::none) c.bias_mask = BiasMask::random;
       t.add("layout", c);
     };
@@ -432,15 +464,14 @@ void memory_layouts(Table& t) {
     lay(P, L::bcast_batch(), L::bcast_batch(), L::bcast_batch(), L::padded(), L::contig(), L::contig(), false);
     lay(P, L::scrambled(), L::scrambled(), L::scrambled(), L::scrambled(), L::scrambled(), L::lse_transposed(), true,
         BiasKind::full, L::scrambled());
-    lay(P, L::cols(), L::cols(), L::cols(), L::cols(), L::cols(), L::lse_transposed(), false,
-        BiasKind::rows, L::cols());
-    lay(P, L::contig(), L::contig(), L::contig(), L::contig(), L::contig(), L::contig(), true,
-        BiasKind::full, L::reversed());
+    lay(P, L::cols(), L::cols(), L::cols(), L::cols(), L::cols(), L::lse_transposed(), false, BiasKind::rows,
+        L::cols());
+    lay(P, L::contig(), L::contig(), L::contig(), L::contig(), L::contig(), L::contig(), true, BiasKind::full,
+        L::reversed());
     lay(C, L::cols(), L::cols(), L::cols(), L::cols(), L::contig(), L::contig(), false);
     lay(C, L::cols(), L::cols(), L::cols(), L::cols(), L::contig(), L::contig(), true, BiasKind::keys);
     lay(C, L::contig(), L::contig(), L::contig(), L::contig(), L::padded(), L::lse_strided(), false);
-    lay(C, L::padded(), L::reversed(), L::bnhd(), L::strided(), L::contig(), L::contig(), true,
-        BiasKind::full);
+    lay(C, L::padded(), L::reversed(), L::bnhd(), L::strided(), L::contig(), L::contig(), true, BiasKind::full);
     lay(C, L::cols(), L::bcast_heads(), L::bcast_heads(), L::reversed(), L::cols(), L::lse_reversed(), true);
     // 3b1b, grouped-query, key lengths, one query.
     Case c = make({3, 8, 2, 1, 130, 64, 48});
@@ -471,16 +502,16 @@ void quick_self_check(Table& t) {
     c.causal = causal;
     return c;
   };
-  t.add_for(quick, "quick", q({1, 2, 2, 33, 33, 16, 16}, false));      // small
-  t.add_for(quick, "quick", q({2, 3, 3, 97, 97, 64, 64}, true));       // causal
-  t.add_for(quick, "quick", q({1, 2, 2, 17, 113, 40, 40}, true));      // causal Nq < Nk (bottom-right)
-  t.add_for(quick, "quick", q({1, 2, 1, 20, 8, 32, 32}, true));        // causal Nq > Nk (empty rows)
-  t.add_for(quick, "quick", q({1, 8, 2, 64, 64, 64, 64}, true));       // GQA 8:2
-  t.add_for(quick, "quick", q({2, 4, 1, 1, 1025, 128, 128}, false));   // MQA decode
-  t.add_for(quick, "quick", q({1, 2, 2, 31, 45, 3, 7}, false));        // odd D = 3, Dv = 7
-  t.add_for(quick, "quick", q({1, 3, 3, 50, 70, 111, 59}, true));      // D = 111, Dv = 59
-  t.add_for(quick, "quick", q({1, 2, 2, 40, 40, 256, 256}, false));    // D = 256
-  Case bias = q({2, 2, 2, 24, 40, 32, 32}, false);  // bias [1, 1, Nq, Nk] with -inf, whole rows
+  t.add_for(quick, "quick", q({1, 2, 2, 33, 33, 16, 16}, false));     // small
+  t.add_for(quick, "quick", q({2, 3, 3, 97, 97, 64, 64}, true));      // causal
+  t.add_for(quick, "quick", q({1, 2, 2, 17, 113, 40, 40}, true));     // causal Nq < Nk (bottom-right)
+  t.add_for(quick, "quick", q({1, 2, 1, 20, 8, 32, 32}, true));       // causal Nq > Nk (empty rows)
+  t.add_for(quick, "quick", q({1, 8, 2, 64, 64, 64, 64}, true));      // GQA 8:2
+  t.add_for(quick, "quick", q({2, 4, 1, 1, 1025, 128, 128}, false));  // MQA decode
+  t.add_for(quick, "quick", q({1, 2, 2, 31, 45, 3, 7}, false));       // odd D = 3, Dv = 7
+  t.add_for(quick, "quick", q({1, 3, 3, 50, 70, 111, 59}, true));     // D = 111, Dv = 59
+  t.add_for(quick, "quick", q({1, 2, 2, 40, 40, 256, 256}, false));   // D = 256
+  Case bias = q({2, 2, 2, 24, 40, 32, 32}, false);                    // bias [1, 1, Nq, Nk] with -inf, whole rows
   bias.bias = BiasKind::rows;
   bias.bias_mask = BiasMask::random;
   t.add_for(quick, "quick", bias);
@@ -502,12 +533,9 @@ void benchmarks(Table& t) {
     I64 B, H, N, D;
     unsigned also;
   };
-  const Square square[] = {{1, 12, 128, 64, kQuickTiming},
-                           {1, 12, 512, 64, kQuickTiming | kGbenchBackward},
-                           {1, 12, 1024, 64, 0},
-                           {1, 12, 2048, 64, 0},
-                           {1, 32, 4096, 128, 0},
-                           {4, 8, 256, 64, 0}};
+  const Square square[] = {{1, 12, 128, 64, kQuickTiming}, {1, 12, 512, 64, kQuickTiming | kGbenchBackward},
+                           {1, 12, 1024, 64, 0},           {1, 12, 2048, 64, 0},
+                           {1, 32, 4096, 128, 0},          {4, 8, 256, 64, 0}};
   for (const Square& s : square)
     for (bool causal : {false, true}) {
       Case c = make({s.B, s.H, s.H, s.N, s.N, s.D, s.D});
@@ -524,8 +552,8 @@ void benchmarks(Table& t) {
 
 std::vector<Case> table() {
   Table t;
-  for (void (*group)(Table&) : {lengths, tiles, heads_and_masks, scores, splits, memory_layouts,
-                                quick_self_check, benchmarks})
+  for (void (*group)(Table&) :
+       {lengths, tiles, heads_and_masks, scores, splits, memory_layouts, quick_self_check, benchmarks})
     group(t);
   return std::move(t.cases);
 }

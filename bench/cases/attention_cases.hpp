@@ -45,29 +45,91 @@ struct Layout {
 
 namespace layouts {
 inline Layout contig() { return {}; }
-inline Layout padded() { Layout l; l.name = "padded"; l.pad = 3; return l; }
+inline Layout padded() {
+  Layout l;
+  l.name = "padded";
+  l.pad = 3;
+  return l;
+}
 // [B, N, H, D] memory viewed as [B, H, N, D] (the usual "qkv interleaved" layout).
-inline Layout bnhd() { Layout l; l.name = "bnhd"; l.order = {0, 2, 1, 3}; return l; }
+inline Layout bnhd() {
+  Layout l;
+  l.name = "bnhd";
+  l.order = {0, 2, 1, 3};
+  return l;
+}
 // [B, H, D, N] memory: the natural column-matrix storage of the 3b1b notation.
-inline Layout cols() { Layout l; l.name = "cols"; l.order = {0, 1, 3, 2}; return l; }
-inline Layout reversed() { Layout l; l.name = "reversed"; l.reverse = 0b1100; l.pad = 1; return l; }
+inline Layout cols() {
+  Layout l;
+  l.name = "cols";
+  l.order = {0, 1, 3, 2};
+  return l;
+}
+inline Layout reversed() {
+  Layout l;
+  l.name = "reversed";
+  l.reverse = 0b1100;
+  l.pad = 1;
+  return l;
+}
 // Only the sequence dimension runs backwards: rows keep unit element stride (negative row stride).
-inline Layout flipped() { Layout l; l.name = "flipped"; l.reverse = 0b0100; return l; }
-inline Layout strided() { Layout l; l.name = "strided"; l.elem_stride = 2; return l; }
-inline Layout bcast_heads() { Layout l; l.name = "bcasth"; l.broadcast = 0b10; return l; }
-inline Layout bcast_batch() { Layout l; l.name = "bcastb"; l.broadcast = 0b01; return l; }
+inline Layout flipped() {
+  Layout l;
+  l.name = "flipped";
+  l.reverse = 0b0100;
+  return l;
+}
+inline Layout strided() {
+  Layout l;
+  l.name = "strided";
+  l.elem_stride = 2;
+  return l;
+}
+inline Layout bcast_heads() {
+  Layout l;
+  l.name = "bcasth";
+  l.broadcast = 0b10;
+  return l;
+}
+inline Layout bcast_batch() {
+  Layout l;
+  l.name = "bcastb";
+  l.broadcast = 0b01;
+  return l;
+}
 inline Layout scrambled() {
-  Layout l; l.name = "scrambled"; l.order = {2, 0, 3, 1}; l.pad = 2; l.reverse = 0b0101; return l;
+  Layout l;
+  l.name = "scrambled";
+  l.order = {2, 0, 3, 1};
+  l.pad = 2;
+  l.reverse = 0b0101;
+  return l;
 }
 // Rank 3 (lse).
-inline Layout lse_strided() { Layout l; l.name = "strided"; l.elem_stride = 3; l.pad = 1; return l; }
-inline Layout lse_reversed() { Layout l; l.name = "reversed"; l.reverse = 0b110; return l; }
-inline Layout lse_transposed() { Layout l; l.name = "transposed"; l.order = {2, 0, 1, 3}; return l; }
+inline Layout lse_strided() {
+  Layout l;
+  l.name = "strided";
+  l.elem_stride = 3;
+  l.pad = 1;
+  return l;
+}
+inline Layout lse_reversed() {
+  Layout l;
+  l.name = "reversed";
+  l.reverse = 0b110;
+  return l;
+}
+inline Layout lse_transposed() {
+  Layout l;
+  l.name = "transposed";
+  l.order = {2, 0, 1, 3};
+  return l;
+}
 }  // namespace layouts
 
 enum class BiasKind { none, full, rows, keys, heads };  // shapes: see bias_shape()
-enum class BiasMask { none, random, prefix };  // -inf entries: random incl. whole rows; or keys j < 0.6 Nk
-enum class KeyLens { none, mixed, full, zero };  // see key_lengths_of()
+enum class BiasMask { none, random, prefix };           // -inf entries: random incl. whole rows; or keys j < 0.6 Nk
+enum class KeyLens { none, mixed, full, zero };         // see key_lengths_of()
 
 const char* name(BiasKind k);
 const char* name(BiasMask m);
@@ -118,10 +180,14 @@ inline std::ostream& operator<<(std::ostream& os, const Case& c) { return os << 
 // [B, Hq, Nq, Nk] with the broadcast dimensions of the kind set to 1.
 inline std::array<I64, 4> bias_shape(BiasKind k, const Dims& n) {
   switch (k) {
-    case BiasKind::rows: return {1, 1, n.Nq, n.Nk};
-    case BiasKind::keys: return {n.B, 1, 1, n.Nk};
-    case BiasKind::heads: return {1, n.Hq, 1, 1};
-    default: return {n.B, n.Hq, n.Nq, n.Nk};
+    case BiasKind::rows:
+      return {1, 1, n.Nq, n.Nk};
+    case BiasKind::keys:
+      return {n.B, 1, 1, n.Nk};
+    case BiasKind::heads:
+      return {1, n.Hq, 1, 1};
+    default:
+      return {n.B, n.Hq, n.Nq, n.Nk};
   }
 }
 
@@ -133,13 +199,17 @@ template <class Below>
 std::vector<I64> key_lengths_of(KeyLens k, I64 B, I64 Nk, Below&& below) {
   std::vector<I64> lengths;
   switch (k) {
-    case KeyLens::none: break;
-    case KeyLens::full: lengths.assign(std::size_t(B), Nk); break;
-    case KeyLens::zero: lengths.assign(std::size_t(B), 0); break;
+    case KeyLens::none:
+      break;
+    case KeyLens::full:
+      lengths.assign(std::size_t(B), Nk);
+      break;
+    case KeyLens::zero:
+      lengths.assign(std::size_t(B), 0);
+      break;
     case KeyLens::mixed:
       for (I64 b = 0; b < B; ++b) {
-        const I64 pattern[] = {1 + below(Nk), 0, Nk, std::min<I64>(1, Nk),
-                               std::max<I64>(Nk - 1, 0), below(Nk + 1)};
+        const I64 pattern[] = {1 + below(Nk), 0, Nk, std::min<I64>(1, Nk), std::max<I64>(Nk - 1, 0), below(Nk + 1)};
         lengths.push_back(b == 0 ? std::min<I64>(pattern[0], Nk) : pattern[b % 6]);
       }
       break;

@@ -68,10 +68,9 @@ std::vector<std::int32_t> ids_of(const char* name, py::handle obj) {
       throw py::type_error(std::string(name) + ": expected integer token ids, got an array of dtype " +
                            std::string(py::str(a.dtype())));
     if (a.ndim() != 1)
-      throw Error(std::string(name) + ": expected a 1-D array of token ids, got " +
-                            std::to_string(a.ndim()) + " dimensions");
-  } else if (!py::isinstance<py::iterable>(obj) || py::isinstance<py::str>(obj) ||
-             py::isinstance<py::bytes>(obj)) {
+      throw Error(std::string(name) + ": expected a 1-D array of token ids, got " + std::to_string(a.ndim()) +
+                  " dimensions");
+  } else if (!py::isinstance<py::iterable>(obj) || py::isinstance<py::str>(obj) || py::isinstance<py::bytes>(obj)) {
     throw py::type_error(std::string(name) + ": expected a sequence of integer token ids, got " + type_name(obj));
   }
   std::vector<std::int32_t> out;

@@ -66,7 +66,8 @@ py::array float32_array(const char* name, py::handle obj) {
 // its strides in elements. A dimension of extent 0 or 1 gets stride 0, whatever NumPy says.
 ConstTensor4 view_of(const char* name, const py::array& a, const std::array<Index, 4>& shape) {
   if (reinterpret_cast<std::uintptr_t>(a.data()) % alignof(float) != 0)
-    throw py::value_error(std::string(name) + ": the array's data is not aligned to 4 bytes; "
+    throw py::value_error(std::string(name) +
+                          ": the array's data is not aligned to 4 bytes; "
                           "pass a copy (numpy.ascontiguousarray)");
   ConstTensor4 v;
   v.data = static_cast<const float*>(a.data());
@@ -78,7 +79,8 @@ ConstTensor4 view_of(const char* name, const py::array& a, const std::array<Inde
     const py::ssize_t bytes = a.strides(d - lead);
     if (bytes % py::ssize_t(sizeof(float)) != 0)
       throw py::value_error(std::string(name) + ": stride " + std::to_string(bytes) + " bytes of dimension " +
-                            std::to_string(d - lead) + " is not a multiple of 4 (the float32 size); "
+                            std::to_string(d - lead) +
+                            " is not a multiple of 4 (the float32 size); "
                             "pass a copy (numpy.ascontiguousarray)");
     v.strides[d] = Index(bytes / py::ssize_t(sizeof(float)));
   }
@@ -88,8 +90,8 @@ ConstTensor4 view_of(const char* name, const py::array& a, const std::array<Inde
 // q, k, v: rank 4 in the layout the notation names.
 ConstTensor4 input4(const char* name, const py::array& a, const char* layout) {
   if (a.ndim() != 4)
-    throw py::value_error(std::string(name) + ": expected a rank-4 array " + layout + ", got shape " +
-                          shape_text(a) + " (rank " + std::to_string(a.ndim()) + ")");
+    throw py::value_error(std::string(name) + ": expected a rank-4 array " + layout + ", got shape " + shape_text(a) +
+                          " (rank " + std::to_string(a.ndim()) + ")");
   return view_of(name, a, {Index(a.shape(0)), Index(a.shape(1)), Index(a.shape(2)), Index(a.shape(3))});
 }
 
@@ -97,8 +99,8 @@ ConstTensor4 input4(const char* name, const py::array& a, const char* layout) {
 // [B, Hq, Nq, Nk], missing leading dimensions count as 1. The engine checks each dimension.
 ConstTensor4 bias_view(const py::array& a) {
   if (a.ndim() > 4)
-    throw py::value_error("bias: expected rank 0 to 4 (broadcastable to [B, Hq, Nq, Nk]), got shape " +
-                          shape_text(a) + " (rank " + std::to_string(a.ndim()) + ")");
+    throw py::value_error("bias: expected rank 0 to 4 (broadcastable to [B, Hq, Nq, Nk]), got shape " + shape_text(a) +
+                          " (rank " + std::to_string(a.ndim()) + ")");
   std::array<Index, 4> shape = {1, 1, 1, 1};
   for (py::ssize_t d = 0; d < a.ndim(); ++d) shape[std::size_t(4 - a.ndim() + d)] = Index(a.shape(d));
   return view_of("bias", a, shape);
@@ -172,8 +174,7 @@ std::vector<Index> key_lengths_of(py::handle obj) {
     int overflow = 0;
     const long long n = PyLong_AsLongLongAndOverflow(i, &overflow);
     Py_DECREF(i);
-    if (overflow)
-      throw py::value_error("key_lengths: entry " + std::to_string(out.size()) + " is out of range");
+    if (overflow) throw py::value_error("key_lengths: entry " + std::to_string(out.size()) + " is out of range");
     out.push_back(Index(n));
   }
   return out;
@@ -203,8 +204,7 @@ void parse(Call& c, py::handle q, py::handle k, py::handle v, py::handle causal_
   if (scale) {
     // A double beyond float's range cannot be converted (undefined behaviour): refuse here.
     if (!std::isfinite(*scale) || std::fabs(*scale) > double(std::numeric_limits<float>::max()))
-      throw py::value_error("scale: expected a finite float32 number, got " +
-                            std::string(py::str(py::float_(*scale))));
+      throw py::value_error("scale: expected a finite float32 number, got " + std::string(py::str(py::float_(*scale))));
     c.opt.scale = float(*scale);
   }
   if (!bias.is_none()) c.opt.bias = bias_view(float32_array("bias", bias));
@@ -214,8 +214,7 @@ void parse(Call& c, py::handle q, py::handle k, py::handle v, py::handle causal_
     // must still be refused, so pass a non-null pointer to zero entries only when B == 0.
     c.opt.key_lengths = std::span<const Index>(c.key_lengths.data(), c.key_lengths.size());
     if (c.key_lengths.empty() && c.q.shape[0] != 0)
-      throw jomoim::Error("key_lengths: expected " + std::to_string(c.q.shape[0]) +
-                          " entries (one per batch), got 0");
+      throw jomoim::Error("key_lengths: expected " + std::to_string(c.q.shape[0]) + " entries (one per batch), got 0");
   }
   c.shape = jomoim::check_attention_args(c.q, c.k, c.v, nullptr, c.opt);
 }
@@ -235,9 +234,9 @@ py::array_t<T> new_array(std::initializer_list<Index> shape) {
   return py::array_t<T>(std::vector<py::ssize_t>(shape.begin(), shape.end()));
 }
 
-py::object attention(py::handle q, py::handle k, py::handle v, py::handle causal, py::handle scale,
-                     py::handle bias, py::handle key_lengths, py::handle notation, py::handle lse_flag,
-                     py::handle probs_flag, py::handle threads) {
+py::object attention(py::handle q, py::handle k, py::handle v, py::handle causal, py::handle scale, py::handle bias,
+                     py::handle key_lengths, py::handle notation, py::handle lse_flag, py::handle probs_flag,
+                     py::handle threads) {
   Call c;
   c.opt.threads = threads_of(threads);
   const bool return_lse = flag_of("return_lse", lse_flag), return_probs = flag_of("return_probs", probs_flag);
@@ -245,7 +244,8 @@ py::object attention(py::handle q, py::handle k, py::handle v, py::handle causal
   const jomoim::AttentionShape& s = c.shape;
   // Outputs: new C-order arrays, in the caller's notation (3b1b: out is [B, Hq, Dv, Nq]).
   auto out = c.col ? new_array<float>({s.B, s.Hq, s.Dv, s.Nq}) : new_array<float>({s.B, s.Hq, s.Nq, s.Dv});
-  auto out_view = jomoim::Tensor4::contiguous(out.mutable_data(), {out.shape(0), out.shape(1), out.shape(2), out.shape(3)});
+  auto out_view =
+      jomoim::Tensor4::contiguous(out.mutable_data(), {out.shape(0), out.shape(1), out.shape(2), out.shape(3)});
   py::object lse = py::none(), probs = py::none();
   if (return_lse) {
     auto a = new_array<float>({s.B, s.Hq, s.Nq});
@@ -286,14 +286,15 @@ py::object attention_reference(py::handle q, py::handle k, py::handle v, py::han
   py::object out = from_vector(r.out, {s.B, s.Hq, s.Nq, s.Dv});
   if (c.col) out = py::module_::import("numpy").attr("ascontiguousarray")(out.attr("swapaxes")(2, 3));
   py::object lse = return_lse ? py::object(from_vector(r.lse, {s.B, s.Hq, s.Nq})) : py::object(py::none());
-  py::object probs =
-      return_probs ? py::object(from_vector(r.probs, {s.B, s.Hq, s.Nq, s.Nk})) : py::object(py::none());
+  py::object probs = return_probs ? py::object(from_vector(r.probs, {s.B, s.Hq, s.Nq, s.Nk})) : py::object(py::none());
   return result(out, lse, probs);
 }
 
 // pybind11's generated signatures would show the arguments as "handle": each docstring starts
 // with the signature as Python users write it instead.
-const char* kAttentionDoc = R"doc(attention(q, k, v, *, causal=False, scale=None, bias=None, key_lengths=None, notation='paper', return_lse=False, return_probs=False, threads=None) -> out | (out, lse) | (out, probs) | (out, lse, probs)
+const char* kAttentionDoc =
+    R"doc(attention(q, k, v, *, causal=False, scale=None, bias=None, key_lengths=None, notation='paper')doc"
+    R"doc(, return_lse=False, return_probs=False, threads=None) -> out | (out, lse) | (out, probs) | (out, lse, probs)
 
 Exact scaled dot-product attention on the CPU (float32).
 
@@ -334,7 +335,9 @@ The GIL is released during the computation, so Python threads can run attention 
 time; nothing is written to the inputs. Results are bitwise identical between calls with the
 same thread count.)doc";
 
-const char* kReferenceDoc = R"doc(attention_reference(q, k, v, *, causal=False, scale=None, bias=None, key_lengths=None, notation='paper', return_lse=False, return_probs=False) -> out | (out, lse) | (out, probs) | (out, lse, probs)
+const char* kReferenceDoc =
+    R"doc(attention_reference(q, k, v, *, causal=False, scale=None, bias=None, key_lengths=None, notation='paper')doc"
+    R"doc(, return_lse=False, return_probs=False) -> out | (out, lse) | (out, probs) | (out, lse, probs)
 
 The float64 oracle of attention(): plain loops, no tiling, no SIMD, one thread.
 
@@ -354,20 +357,25 @@ PYBIND11_MODULE(_jomoim, m) {
 
   m.def("attention", &attention, kAttentionDoc, py::arg("q"), py::arg("k"), py::arg("v"), py::kw_only(),
         py::arg("causal") = py::bool_(false), py::arg("scale") = py::none(), py::arg("bias") = py::none(),
-        py::arg("key_lengths") = py::none(), py::arg("notation") = py::str("paper"), py::arg("return_lse") = py::bool_(false),
-        py::arg("return_probs") = py::bool_(false), py::arg("threads") = py::none());
+        py::arg("key_lengths") = py::none(), py::arg("notation") = py::str("paper"),
+        py::arg("return_lse") = py::bool_(false), py::arg("return_probs") = py::bool_(false),
+        py::arg("threads") = py::none());
   m.def("attention_reference", &attention_reference, kReferenceDoc, py::arg("q"), py::arg("k"), py::arg("v"),
-        py::kw_only(), py::arg("causal") = py::bool_(false), py::arg("scale") = py::none(), py::arg("bias") = py::none(),
-        py::arg("key_lengths") = py::none(), py::arg("notation") = py::str("paper"), py::arg("return_lse") = py::bool_(false),
-        py::arg("return_probs") = py::bool_(false));
+        py::kw_only(), py::arg("causal") = py::bool_(false), py::arg("scale") = py::none(),
+        py::arg("bias") = py::none(), py::arg("key_lengths") = py::none(), py::arg("notation") = py::str("paper"),
+        py::arg("return_lse") = py::bool_(false), py::arg("return_probs") = py::bool_(false));
   m.def("simd_targets", &jomoim::simd_targets,
-        "simd_targets() -> list[str]\n\nSIMD targets compiled into the engine that this CPU can run, best first (e.g. ['AVX3', 'AVX2', ...]).");
-  m.def("active_simd_target", &jomoim::active_simd_target, "active_simd_target() -> str\n\nThe SIMD target the kernels dispatch to now.");
+        "simd_targets() -> list[str]\n\nSIMD targets compiled into the engine that this CPU can run, best first (e.g. "
+        "['AVX3', 'AVX2', ...]).");
+  m.def("active_simd_target", &jomoim::active_simd_target,
+        "active_simd_target() -> str\n\nThe SIMD target the kernels dispatch to now.");
   m.def("set_simd_target", &jomoim::set_simd_target, py::arg("name"),
-        "set_simd_target(name: str) -> None\n\nRestricts dispatch to one of simd_targets(); '' restores the default. Raises jomoim.Error for an\n"
+        "set_simd_target(name: str) -> None\n\nRestricts dispatch to one of simd_targets(); '' restores the default. "
+        "Raises jomoim.Error for an\n"
         "unknown name. Not thread-safe: call it while no attention call is running (tests use it to\n"
         "check every code path on one machine).");
-  m.def("_noop", [](py::handle, py::handle, py::handle) {}, py::arg("q"), py::arg("k"), py::arg("v"),
-        "_noop(q, k, v) -> None\n\nDoes nothing: the floor of a pybind11 call, for bench/python_bench.py.");
+  m.def(
+      "_noop", [](py::handle, py::handle, py::handle) {}, py::arg("q"), py::arg("k"), py::arg("v"),
+      "_noop(q, k, v) -> None\n\nDoes nothing: the floor of a pybind11 call, for bench/python_bench.py.");
   jomoim::python::bind_model(m);
 }

@@ -18,9 +18,9 @@
 #include <mutex>
 #include <vector>
 
+#include "jomoim/engine/threads.hpp"
 #include "plan.hpp"
 #include "problem.hpp"
-#include "jomoim/engine/threads.hpp"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "fast_attention.cpp"
@@ -150,7 +150,6 @@ HWY_INLINE void TransposeSquare(VF (&v)[kLanes]) {
 // kBlockK keys.
 template <std::int64_t kBlockQ, std::int64_t kBlockK>
 struct Tiled {
-
   // c[r][x] (+)= sum_d a(r, d) * bt[d][x] for r < MR, x < NV vectors: the register-blocked
   // kernel of both products whose rows run along the lanes.
   //   a(r, d) is a[r * lda + d], or a[d * lda + r] with kColumnsOfA (read by broadcasts; any
@@ -180,8 +179,8 @@ struct Tiled {
       VF bv[NV];
       for (size_t x = 0; x < NV; ++x) bv[x] = hn::Load(df, bt + d * ldb + x * L);
       for (size_t r = 0; r < MR; ++r) {
-        const std::ptrdiff_t at = kColumnsOfA ? std::ptrdiff_t(d) * lda + std::ptrdiff_t(r)
-                                              : std::ptrdiff_t(r) * lda + std::ptrdiff_t(d);
+        const std::ptrdiff_t at =
+            kColumnsOfA ? std::ptrdiff_t(d) * lda + std::ptrdiff_t(r) : std::ptrdiff_t(r) * lda + std::ptrdiff_t(d);
         const VF ab = hn::Set(df, a[at]);
         for (size_t x = 0; x < NV; ++x) acc[r][x] = hn::MulAdd(ab, bv[x], acc[r][x]);
       }
@@ -207,7 +206,7 @@ struct Tiled {
 
   // S^T [keys, cols] = K [keys, D] * Q^T [D, cols]; cols = rows rounded up to whole vectors.
   static HWY_INLINE void ScoreTile(const float* k, std::ptrdiff_t ldk, size_t keys, const float* qt, size_t cols,
-                            float* st, size_t depth) {
+                                   float* st, size_t depth) {
     size_t j = 0;
     for (; j + kMR <= keys; j += kMR)
       BroadcastColumns<kMR, kNV, false, false>(k + std::ptrdiff_t(j) * ldk, ldk, qt, cols, st + j * kBlockQ, depth);
@@ -222,7 +221,7 @@ struct Tiled {
   //   q [R, depth] (row stride ldq), k [keys, depth] (row stride ldk), s [R, kBlockK].
   template <size_t R>
   static HWY_INLINE void ScoreRowsDirect(const float* HWY_RESTRICT q, size_t ldq, const float* HWY_RESTRICT k,
-                                  std::ptrdiff_t ldk, size_t keys, float* HWY_RESTRICT s, size_t depth) {
+                                         std::ptrdiff_t ldk, size_t keys, float* HWY_RESTRICT s, size_t depth) {
     const DF df;
     const size_t L = hn::Lanes(df);
     const size_t whole = depth / L * L;
@@ -263,7 +262,7 @@ struct Tiled {
   static constexpr std::int64_t kDirectRows = 8;
 
   static HWY_INLINE void ScoreTileDirect(const float* qp, size_t rows, size_t depth, const float* k, std::ptrdiff_t ldk,
-                                  size_t keys, float* s) {
+                                         size_t keys, float* s) {
     size_t r = 0;
     for (; r + 4 <= rows; r += 4) ScoreRowsDirect<4>(qp + r * depth, depth, k, ldk, keys, s + r * kBlockK, depth);
     for (; r + 2 <= rows; r += 2) ScoreRowsDirect<2>(qp + r * depth, depth, k, ldk, keys, s + r * kBlockK, depth);
@@ -277,8 +276,8 @@ struct Tiled {
     size_t pr, pj;  // strides of P's rows and keys in the score buffer
   };
   template <size_t MR, size_t NV>
-  static HWY_INLINE void ValueMicro(const float* HWY_RESTRICT pt, PLayout pl, const float* HWY_RESTRICT v, std::ptrdiff_t ldv,
-                             size_t keys, float* HWY_RESTRICT o, size_t ldo) {
+  static HWY_INLINE void ValueMicro(const float* HWY_RESTRICT pt, PLayout pl, const float* HWY_RESTRICT v,
+                                    std::ptrdiff_t ldv, size_t keys, float* HWY_RESTRICT o, size_t ldo) {
     const DF df;
     const size_t L = hn::Lanes(df);
     VF acc[MR][NV];
@@ -297,8 +296,8 @@ struct Tiled {
   }
 
   template <size_t MR>
-  static HWY_INLINE void ValueColumns(const float* pt, PLayout pl, const float* v, std::ptrdiff_t ldv, size_t keys, float* o,
-                               size_t dvp) {
+  static HWY_INLINE void ValueColumns(const float* pt, PLayout pl, const float* v, std::ptrdiff_t ldv, size_t keys,
+                                      float* o, size_t dvp) {
     const size_t L = hn::Lanes(DF());
     size_t x = 0;
     // One row (decode) has registers for twice the columns: each V row is then read in one
@@ -321,7 +320,8 @@ struct Tiled {
       BroadcastColumns<kValueMR, kValueNV, true, true>(v + e, ldv, pt, cols, acct + e * kBlockQ, keys, alpha);
     for (; e + kMR <= dv; e += kMR)
       BroadcastColumns<kMR, kValueNV, true, true>(v + e, ldv, pt, cols, acct + e * kBlockQ, keys, alpha);
-    for (; e < dv; ++e) BroadcastColumns<1, kValueNV, true, true>(v + e, ldv, pt, cols, acct + e * kBlockQ, keys, alpha);
+    for (; e < dv; ++e)
+      BroadcastColumns<1, kValueNV, true, true>(v + e, ldv, pt, cols, acct + e * kBlockQ, keys, alpha);
   }
 
   // Wide blocks (256 rows) accumulate O^T, rows along the lanes: P^T is then read by aligned
@@ -332,8 +332,8 @@ struct Tiled {
   static constexpr bool kValuesTransposed = kBlockQ >= 256;
 
   // Acc [rows, dvp] += P [rows, keys] * V [keys, dvp], P laid out as pl says.
-  static HWY_INLINE void ValueTile(const float* pt, PLayout pl, size_t rows, const float* v, std::ptrdiff_t ldv, size_t keys,
-                            float* acc, size_t dvp) {
+  static HWY_INLINE void ValueTile(const float* pt, PLayout pl, size_t rows, const float* v, std::ptrdiff_t ldv,
+                                   size_t keys, float* acc, size_t dvp) {
     size_t r = 0;
     for (; r + kMR <= rows; r += kMR) ValueColumns<kMR>(pt + r * pl.pr, pl, v, ldv, keys, acc + r * dvp, dvp);
     for (; r < rows; ++r) ValueColumns<1>(pt + r * pl.pr, pl, v, ldv, keys, acc + r * dvp, dvp);
@@ -514,7 +514,8 @@ struct Tiled {
         for (std::int64_t d = d0; d < d1; ++d) buf.qt[d * kBlockQ + r] = scale2 * qr[d * sd];
       }
     }
-    for (std::int64_t d = 0; d < D; ++d) std::fill(buf.qt + d * kBlockQ + rows.n, buf.qt + d * kBlockQ + buf.cols, 0.0f);
+    for (std::int64_t d = 0; d < D; ++d)
+      std::fill(buf.qt + d * kBlockQ + rows.n, buf.qt + d * kBlockQ + buf.cols, 0.0f);
   }
 
   // Whether row r sees key `key` (absolute index): not cut by causality or key lengths, and no
@@ -529,7 +530,8 @@ struct Tiled {
   // and -inf where the key is masked for the row, whatever K holds there (a -inf bias is a
   // select, not an add: -inf + NaN would be NaN). Queries must already be packed. Returns the
   // first key (in the tile) that some row does not see, tl when every row sees the whole tile.
-  static inline std::int64_t TileScores(const Problem& p, const Rows& rows, std::int64_t t0, std::int64_t tl, const Buffers& buf) {
+  static inline std::int64_t TileScores(const Problem& p, const Rows& rows, std::int64_t t0, std::int64_t tl,
+                                        const Buffers& buf) {
     const AttentionShape& s = p.s;
     const std::int64_t D = s.D;
     const float* kbase = p.k.data + rows.b * p.k.strides[0] + rows.g * p.k.strides[1] + t0 * p.k.strides[2];
@@ -637,7 +639,8 @@ struct Tiled {
 
   // Online softmax over the keys [k0, k1) for every row of the block: leaves the running
   // maximum m, the sum l of 2^(score - m) and the unnormalised output acc in buf.
-  static inline void AttendKeys(const Problem& p, const Rows& rows, std::int64_t k0, std::int64_t k1, const Buffers& buf) {
+  static inline void AttendKeys(const Problem& p, const Rows& rows, std::int64_t k0, std::int64_t k1,
+                                const Buffers& buf) {
     const AttentionShape& s = p.s;
     std::fill(buf.m, buf.m + kBlockQ, kNegInf);
     std::fill(buf.l, buf.l + kBlockQ, 0.0f);
@@ -906,7 +909,8 @@ struct Tiled {
     const Buffers buf = ThreadBuffers(p, rows.n);
     for (std::int64_t r = 0; r < rows.n; ++r) {
       float M = kNegInf;
-      for (std::int64_t sp = 0; sp < plan.splits; ++sp) M = std::max(M, parts.m[size_t(item * plan.splits + sp) * kBlockQ + r]);
+      for (std::int64_t sp = 0; sp < plan.splits; ++sp)
+        M = std::max(M, parts.m[size_t(item * plan.splits + sp) * kBlockQ + r]);
       float* acc = buf.acc;
       std::fill(acc, acc + buf.dvp, 0.0f);
       float l = 0;
@@ -949,16 +953,15 @@ struct Tiled {
       }
     };
     const std::int64_t units = plan.units();
-  #pragma omp parallel for schedule(dynamic, 1) num_threads(plan.threads) if (plan.threads > 1 && units > 1)
+#pragma omp parallel for schedule(dynamic, 1) num_threads(plan.threads) if (plan.threads > 1 && units > 1)
     for (std::int64_t u = 0; u < units; ++u) guarded([&] { RunUnit(p, plan, u, &parts); });
     if (error) std::rethrow_exception(error);
     if (plan.splits > 1) {
-  #pragma omp parallel for schedule(static) num_threads(plan.threads) if (plan.threads > 1)
+#pragma omp parallel for schedule(static) num_threads(plan.threads) if (plan.threads > 1)
       for (std::int64_t item = 0; item < plan.items; ++item) guarded([&] { MergeItem(p, plan, item, parts); });
       if (error) std::rethrow_exception(error);
     }
   }
-
 };
 
 void RunAttention(const Problem& p, const Plan& plan) {

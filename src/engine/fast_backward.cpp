@@ -19,9 +19,9 @@
 #include <limits>
 #include <mutex>
 
+#include "jomoim/engine/threads.hpp"
 #include "plan.hpp"
 #include "problem.hpp"
-#include "jomoim/engine/threads.hpp"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "fast_backward.cpp"
@@ -83,8 +83,8 @@ HWY_INLINE void MicroColumns(const float* a, std::ptrdiff_t am, std::ptrdiff_t a
 
 // C [M, N] = (or +=) A [M, K] B [K, N]: A(m, k) at a[m*am + k*ak]; B and C rows contiguous with
 // strides ldb, ldc; N a multiple of the lane count (B's padding columns must be finite).
-HWY_INLINE void Gemm(size_t M, size_t N, size_t K, const float* a, std::ptrdiff_t am, std::ptrdiff_t ak,
-                     const float* b, size_t ldb, float* c, size_t ldc, bool accumulate) {
+HWY_INLINE void Gemm(size_t M, size_t N, size_t K, const float* a, std::ptrdiff_t am, std::ptrdiff_t ak, const float* b,
+                     size_t ldb, float* c, size_t ldc, bool accumulate) {
   size_t m = 0;
   for (; m + kMR <= M; m += kMR)
     MicroColumns<kMR>(a + std::ptrdiff_t(m) * am, am, ak, b, ldb, c + m * ldc, ldc, N, K, accumulate);
@@ -94,16 +94,16 @@ HWY_INLINE void Gemm(size_t M, size_t N, size_t K, const float* a, std::ptrdiff_
 // One thread's scratch (floats), carved from the per-thread buffer the forward also uses.
 struct Buffers {
   size_t dp = 0, dvp = 0;  // D and Dv rounded up to whole vectors
-  float* kt;     // K^T [D, kBk], zero past the tile's keys
-  float* vt;     // V^T [Dv, kBk], likewise
-  float* qp;     // Q rows [kBq, dp], zero past D
-  float* dop;    // dO rows [kBq, dvp], zero past Dv
-  float* sp;     // S, then P [kBq, kBk]
-  float* dsp;    // dP, then scale * dS [kBq, kBk]
-  float* lse;    // [kBq]
-  float* delta;  // Delta_i = dO_i . O_i [kBq]
-  float* acc1;   // pass 1: dK [kBk, dp]; pass 2: K rows [kBk, dp]
-  float* acc2;   // pass 1: dV [kBk, dvp]; pass 2: dQ [kBq, dp]
+  float* kt;               // K^T [D, kBk], zero past the tile's keys
+  float* vt;               // V^T [Dv, kBk], likewise
+  float* qp;               // Q rows [kBq, dp], zero past D
+  float* dop;              // dO rows [kBq, dvp], zero past Dv
+  float* sp;               // S, then P [kBq, kBk]
+  float* dsp;              // dP, then scale * dS [kBq, kBk]
+  float* lse;              // [kBq]
+  float* delta;            // Delta_i = dO_i . O_i [kBq]
+  float* acc1;             // pass 1: dK [kBk, dp]; pass 2: K rows [kBk, dp]
+  float* acc2;             // pass 1: dV [kBk, dvp]; pass 2: dQ [kBq, dp]
 };
 
 inline Buffers ThreadBuffers(const AttentionShape& s) {
@@ -185,8 +185,8 @@ inline void TileGrads(const BackwardProblem& bp, const RowBlock& rb, std::int64_
   const size_t L = hn::Lanes(df);
   const size_t cols = RoundUp(size_t(tl), L);
   const size_t n = size_t(rb.n);
-  Gemm(n, cols, size_t(p.s.D), buf.qp, std::ptrdiff_t(buf.dp), 1, buf.kt, kBk, buf.sp, kBk, false);     // S
-  Gemm(n, cols, size_t(p.s.Dv), buf.dop, std::ptrdiff_t(buf.dvp), 1, buf.vt, kBk, buf.dsp, kBk, false); // dP
+  Gemm(n, cols, size_t(p.s.D), buf.qp, std::ptrdiff_t(buf.dp), 1, buf.kt, kBk, buf.sp, kBk, false);      // S
+  Gemm(n, cols, size_t(p.s.Dv), buf.dop, std::ptrdiff_t(buf.dvp), 1, buf.vt, kBk, buf.dsp, kBk, false);  // dP
   const VF scale = hn::Set(df, p.s.scale);
   for (std::int64_t r = 0; r < rb.n; ++r) {
     const std::int64_t i = rb.i0 + r;

@@ -46,13 +46,13 @@ inline constexpr std::int64_t kMinKeysPerSplit = 256;
 
 struct Plan {
   int threads = 1;
-  std::int64_t block_q = kBlockQ;    // kBlockQ, kWideBlockQ or kNarrowBlockQ (with its keys)
-  std::int64_t group = 1;            // Hq / Hkv
-  std::int64_t heads_per_block = 1;  // > 1 only when Nq < block_q (stacked heads)
-  std::int64_t blocks_per_head = 1;  // ceil(Nq / block_q) when heads_per_block == 1
-  std::int64_t blocks_per_group = 0; // row blocks per (b, g)
-  std::int64_t items = 0;            // B * Hkv * blocks_per_group
-  std::int64_t splits = 1;           // key ranges per item
+  std::int64_t block_q = kBlockQ;     // kBlockQ, kWideBlockQ or kNarrowBlockQ (with its keys)
+  std::int64_t group = 1;             // Hq / Hkv
+  std::int64_t heads_per_block = 1;   // > 1 only when Nq < block_q (stacked heads)
+  std::int64_t blocks_per_head = 1;   // ceil(Nq / block_q) when heads_per_block == 1
+  std::int64_t blocks_per_group = 0;  // row blocks per (b, g)
+  std::int64_t items = 0;             // B * Hkv * blocks_per_group
+  std::int64_t splits = 1;            // key ranges per item
   std::int64_t units() const { return items * splits; }
 };
 

@@ -13,15 +13,15 @@ namespace jomoim::detail {
 
 struct Problem {
   AttentionShape s;
-  ConstTensor4 q, k, v;   // [B,Hq,Nq,D], [B,Hkv,Nk,D], [B,Hkv,Nk,Dv]
-  Tensor4 out;            // [B,Hq,Nq,Dv] (may be empty when only the reference runs)
+  ConstTensor4 q, k, v;  // [B,Hq,Nq,D], [B,Hkv,Nk,D], [B,Hkv,Nk,Dv]
+  Tensor4 out;           // [B,Hq,Nq,Dv] (may be empty when only the reference runs)
   bool causal = false;
   bool has_bias = false;
-  ConstTensor4 bias;      // [B,Hq,Nq,Nk], stride 0 on broadcast dimensions
+  ConstTensor4 bias;                          // [B,Hq,Nq,Nk], stride 0 on broadcast dimensions
   const std::int64_t* key_lengths = nullptr;  // B entries, or null
   bool has_lse = false, has_probs = false;
-  Tensor3 lse;            // [B,Hq,Nq]
-  Tensor4 probs;          // [B,Hq,Nq,Nk]
+  Tensor3 lse;    // [B,Hq,Nq]
+  Tensor4 probs;  // [B,Hq,Nq,Nk]
 
   // Number of valid keys of batch b (Nk unless key lengths are given).
   std::int64_t key_length(std::int64_t b) const { return key_lengths ? key_lengths[b] : s.Nk; }
@@ -48,8 +48,8 @@ struct BackwardProblem {
   ConstTensor3 lse;        // [B,Hq,Nq]
   Tensor4 dq, dk, dv;      // like q, k, v
   bool has_dbias = false;
-  Tensor4 dbias;           // [B,Hq,Nq,Nk], stride 0 where the bias broadcasts
-  Tensor4 dbias_given;     // the caller's view (bias's shape), to zero before accumulating
+  Tensor4 dbias;        // [B,Hq,Nq,Nk], stride 0 where the bias broadcasts
+  Tensor4 dbias_given;  // the caller's view (bias's shape), to zero before accumulating
 };
 
 // Validates a backward call (throws Error). out, lse and grads may be null (the reference).

@@ -16,11 +16,11 @@ ReferenceResult attention_reference(ConstTensor4 q_in, ConstTensor4 k_in, ConstT
   const double inf = std::numeric_limits<double>::infinity();
 
   ReferenceResult r;
-  r.out.assign(B * Hq * Nq * Dv, 0.0);  // [B, Hq, Nq, Dv]
-  r.lse.assign(B * Hq * Nq, -inf);      // [B, Hq, Nq]
+  r.out.assign(B * Hq * Nq * Dv, 0.0);    // [B, Hq, Nq, Dv]
+  r.lse.assign(B * Hq * Nq, -inf);        // [B, Hq, Nq]
   r.probs.assign(B * Hq * Nq * Nk, 0.0);  // [B, Hq, Nq, Nk]
-  std::vector<double> score(Nk);        // one row of scores: [Nk]
-  std::vector<char> seen(Nk);           // whether the row sees key j: [Nk]
+  std::vector<double> score(Nk);          // one row of scores: [Nk]
+  std::vector<char> seen(Nk);             // whether the row sees key j: [Nk]
 
   // Non-finite inputs follow docs/design.md, "Non-finite inputs": keys a row does not see are never read; a NaN
   // (or +inf) score makes the row's output and lse NaN, as IEEE arithmetic gives it; a NaN in a

@@ -54,7 +54,8 @@ ReferenceGradients attention_backward_reference(ConstTensor4 q_in, ConstTensor4 
         }
         if (max_score == -inf) continue;  // every key masked: out is constant 0, gradients 0
         double sum = 0;
-        for (std::int64_t j = 0; j < Nk; ++j) sum += (prob[j] = score[j] == -inf ? 0.0 : std::exp(score[j] - max_score));
+        for (std::int64_t j = 0; j < Nk; ++j)
+          sum += (prob[j] = score[j] == -inf ? 0.0 : std::exp(score[j] - max_score));
         for (std::int64_t j = 0; j < Nk; ++j) prob[j] /= sum;
         for (std::int64_t e = 0; e < Dv; ++e) {
           o[e] = 0;

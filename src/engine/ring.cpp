@@ -32,7 +32,7 @@ constexpr int kTag = 0x6a6d;  // messages travel on a private duplicate of the c
 // rank's verdict: 0 ok, 1 failed.
 constexpr int kFields = 13;
 constexpr const char* kFieldNames[kFields] = {
-    "status", "B", "Hq", "Hkv", "D", "Dv", "Nq", "Nk", "causal", "scale", "key lengths count", "key lengths",
+    "status",       "B", "Hq", "Hkv", "D", "Dv", "Nq", "Nk", "causal", "scale", "key lengths count", "key lengths",
     "lse requested"};
 
 // FNV-1a over the key lengths: equal lists give equal fingerprints.
@@ -73,8 +73,7 @@ struct Scratch {
 // Non-finite inputs (docs/design.md, "Non-finite inputs"): a block's lse is -inf when the row saw none of its keys
 // (zeros) or only -inf scores (NaN components kept, nothing else); a NaN lse (a NaN score) makes
 // the weights and so the whole row NaN; a NaN component stays NaN through ca * o + cb * ob.
-void merge(const Problem& p, Accum& acc, I64 b0, I64 gB, I64 row0, I64 n, const float* out_blk,
-           const float* lse_blk) {
+void merge(const Problem& p, Accum& acc, I64 b0, I64 gB, I64 row0, I64 n, const float* out_blk, const float* lse_blk) {
   for (I64 b = 0; b < gB; ++b)
     for (I64 h = 0; h < p.Hq; ++h)
       for (I64 i = 0; i < n; ++i) {
@@ -84,7 +83,7 @@ void merge(const Problem& p, Accum& acc, I64 b0, I64 gB, I64 row0, I64 n, const 
         double* o = acc.out.data() + row * p.Dv;
         const float* ob = out_blk + blk_row * p.Dv;
         double& la = acc.lse[std::size_t(row)];
-        if (lb == kNegInf) {  // the block saw no key for this row, or only -inf scores: weight 0,
+        if (lb == kNegInf) {              // the block saw no key for this row, or only -inf scores: weight 0,
           for (I64 e = 0; e < p.Dv; ++e)  // but its 0 x NaN stays NaN
             if (std::isnan(ob[e])) o[e] = ob[e];
           continue;
@@ -104,8 +103,8 @@ void merge(const Problem& p, Accum& acc, I64 b0, I64 gB, I64 row0, I64 n, const 
 
 // One attention() call: local query rows [i0, i1) of the chunk at local offset q_off, batches
 // [b0, b0 + gB), against the first `keys` keys of the key chunk at offset k_off of the block.
-void run_block(const Problem& p, ConstTensor4 q, const float* kv_block, I64 nk_block, I64 b0, I64 gB, I64 q_off,
-               I64 i0, I64 i1, I64 k_off, I64 keys, bool causal, Accum& acc, Scratch& sc, RingStats& st) {
+void run_block(const Problem& p, ConstTensor4 q, const float* kv_block, I64 nk_block, I64 b0, I64 gB, I64 q_off, I64 i0,
+               I64 i1, I64 k_off, I64 keys, bool causal, Accum& acc, Scratch& sc, RingStats& st) {
   const I64 n = i1 - i0;
   ConstTensor4 qv = q;
   qv.data = q.data + b0 * q.strides[0] + (q_off + i0) * q.strides[2];
@@ -139,7 +138,8 @@ void block_pair(const Problem& p, ConstTensor4 q, const float* kv_block, I64 nk_
   for (I64 b0 = 0; b0 < p.B;) {
     const I64 L = p.key_lengths.empty() ? p.Nk : p.key_lengths[std::size_t(b0)];
     I64 b1 = b0 + 1;
-    if (p.key_lengths.empty()) b1 = p.B;
+    if (p.key_lengths.empty())
+      b1 = p.B;
     else
       while (b1 < p.B && p.key_lengths[std::size_t(b1)] == L) ++b1;
     const I64 gB = b1 - b0;
@@ -150,13 +150,13 @@ void block_pair(const Problem& p, ConstTensor4 q, const float* kv_block, I64 nk_
       } else {
         // Row i sees min(cap, max(0, i + d + 1)) keys of the chunk.
         const I64 d = qa.begin - ka.begin + L - p.Nq;
-        const I64 r_none = std::clamp<I64>(-d, 0, qa.size);        // rows [0, r_none): none
-        const I64 r_full = std::clamp<I64>(cap - d, 0, qa.size);   // rows [r_full, n): all cap
+        const I64 r_none = std::clamp<I64>(-d, 0, qa.size);       // rows [0, r_none): none
+        const I64 r_full = std::clamp<I64>(cap - d, 0, qa.size);  // rows [r_full, n): all cap
         if (r_full > r_none)  // growing prefix: a causal call whose last row sees r_full + d keys
           run_block(p, q, kv_block, nk_block, b0, gB, q_off, r_none, r_full, k_off, r_full + d, true, acc, sc, st);
         if (qa.size > r_full)
-          run_block(p, q, kv_block, nk_block, b0, gB, q_off, std::max(r_full, r_none), qa.size, k_off, cap, false,
-                    acc, sc, st);
+          run_block(p, q, kv_block, nk_block, b0, gB, q_off, std::max(r_full, r_none), qa.size, k_off, cap, false, acc,
+                    sc, st);
       }
     }
     b0 = b1;
@@ -260,8 +260,19 @@ RingStats ring_attention(MPI_Comm user_comm, ConstTensor4 q, ConstTensor4 k, Con
     p.scale = s.scale;
     p.key_lengths = options.key_lengths;
     p.threads = options.threads;
-    mine = {0,   p.B,  p.Hq, p.Hkv, p.D, p.Dv, p.Nq, p.Nk, I64(p.causal), I64(std::bit_cast<std::uint32_t>(p.scale)),
-            I64(p.key_lengths.size()), hash_lengths(p.key_lengths), I64(options.lse.has_value())};
+    mine = {0,
+            p.B,
+            p.Hq,
+            p.Hkv,
+            p.D,
+            p.Dv,
+            p.Nq,
+            p.Nk,
+            I64(p.causal),
+            I64(std::bit_cast<std::uint32_t>(p.scale)),
+            I64(p.key_lengths.size()),
+            hash_lengths(p.key_lengths),
+            I64(options.lse.has_value())};
     if (options.fail_rank == p.rank && options.fail_phase == FailPhase::check)
       throw Error("ring_attention: " + who + ": injected failure (test hook, before the ring)");
 
@@ -301,16 +312,16 @@ RingStats ring_attention(MPI_Comm user_comm, ConstTensor4 q, ConstTensor4 k, Con
   for (int f = 1; f < kFields; ++f)
     for (int r = 1; r < p.ranks; ++r)
       if (all[std::size_t(r) * kFields + f] != all[std::size_t(f)])
-        throw Error("ring_attention: " + who + ": ranks 0 and " + std::to_string(r) + " disagree on " +
-                    kFieldNames[f] + " (every rank must pass the same problem)");
+        throw Error("ring_attention: " + who + ": ranks 0 and " + std::to_string(r) + " disagree on " + kFieldNames[f] +
+                    " (every rank must pass the same problem)");
 
   // ---- the ring
   try {
     const int right = (p.rank + 1) % p.ranks, left = (p.rank + p.ranks - 1) % p.ranks;
     std::vector<MPI_Request> reqs;
     for (int t = 0; t < p.ranks; ++t) {
-      const int src = (p.rank - t + p.ranks) % p.ranks;           // whose block this rank holds now
-      const int next_src = (src - 1 + p.ranks) % p.ranks;         // whose block arrives next
+      const int src = (p.rank - t + p.ranks) % p.ranks;    // whose block this rank holds now
+      const int next_src = (src - 1 + p.ranks) % p.ranks;  // whose block arrives next
       float* cur = buf[std::size_t(t % 2)].data();
       float* nxt = buf[std::size_t((t + 1) % 2)].data();
       reqs.clear();

@@ -11,8 +11,7 @@
 namespace jomoim {
 
 double attention_flops(const AttentionShape& s, bool causal) {
-  const double f = 2.0 * double(s.B) * double(s.Hq) * double(s.Nq) * double(s.Nk) *
-                   double(s.D + s.Dv);
+  const double f = 2.0 * double(s.B) * double(s.Hq) * double(s.Nq) * double(s.Nk) * double(s.D + s.Dv);
   return causal ? f / 2 : f;
 }
 
@@ -42,8 +41,7 @@ bool overlaps(const A& a, const B& b) {
 template <class T, std::size_t R>
 void check_view_basics(const char* name, const TensorView<T, R>& v) {
   for (std::size_t d = 0; d < R; ++d)
-    if (v.shape[d] < 0)
-      throw Error(std::string(name) + ": negative dimension in shape " + shape_string(v));
+    if (v.shape[d] < 0) throw Error(std::string(name) + ": negative dimension in shape " + shape_string(v));
   if (v.numel() > 0 && v.data == nullptr)
     throw Error(std::string(name) + ": null data for a non-empty tensor " + shape_string(v));
 }
@@ -56,9 +54,8 @@ void check_output_strides(const char* name, const TensorView<float, R>& v) {
   std::vector<std::size_t> dims;
   for (std::size_t d = 0; d < R; ++d)
     if (v.shape[d] > 1) dims.push_back(d);
-  std::sort(dims.begin(), dims.end(), [&](std::size_t a, std::size_t b) {
-    return std::llabs(v.strides[a]) < std::llabs(v.strides[b]);
-  });
+  std::sort(dims.begin(), dims.end(),
+            [&](std::size_t a, std::size_t b) { return std::llabs(v.strides[a]) < std::llabs(v.strides[b]); });
   std::int64_t reach = 0;  // largest offset reachable by the inner dimensions
   for (std::size_t d : dims) {
     const std::int64_t st = std::llabs(v.strides[d]);
@@ -69,14 +66,14 @@ void check_output_strides(const char* name, const TensorView<float, R>& v) {
   }
 }
 
-void expect_shape(const char* name, const ConstTensor4& v, const std::array<std::int64_t, 4>& want,
-                  const char* letters, Notation n, const ConstTensor4& as_given) {
+void expect_shape(const char* name, const ConstTensor4& v, const std::array<std::int64_t, 4>& want, const char* letters,
+                  Notation n, const ConstTensor4& as_given) {
   if (v.shape != want) {
     // Report in the caller's own layout.
     std::array<std::int64_t, 4> w = want;
     if (n == Notation::col3b1b) std::swap(w[2], w[3]);
-    throw Error(std::string(name) + ": expected shape " + shape_string(w) + " " +
-                letters + ", got " + shape_string(as_given));
+    throw Error(std::string(name) + ": expected shape " + shape_string(w) + " " + letters + ", got " +
+                shape_string(as_given));
   }
 }
 
@@ -106,16 +103,15 @@ Problem make_problem(ConstTensor4 q_in, ConstTensor4 k_in, ConstTensor4 v_in, co
   s.Nk = p.k.shape[2];
   s.Dv = p.v.shape[3];
   if (s.D < 1)
-    throw Error(std::string("q: head dimension D must be at least 1, got shape ") +
-                shape_string(q_in) + " " + q_letters);
+    throw Error(std::string("q: head dimension D must be at least 1, got shape ") + shape_string(q_in) + " " +
+                q_letters);
   if (s.Hkv < 1)
-    throw Error(std::string("k: needs at least one key/value head, got shape ") +
-                shape_string(k_in) + " " + k_letters);
+    throw Error(std::string("k: needs at least one key/value head, got shape ") + shape_string(k_in) + " " + k_letters);
   expect_shape("k", p.k, {s.B, s.Hkv, s.Nk, s.D}, k_letters, o.notation, k_in);
   expect_shape("v", p.v, {s.B, s.Hkv, s.Nk, s.Dv}, v_letters, o.notation, v_in);
   if (s.Hq % s.Hkv != 0)
-    throw Error("q: Hq = " + std::to_string(s.Hq) + " query heads is not a multiple of Hkv = " +
-                std::to_string(s.Hkv) + " key/value heads");
+    throw Error("q: Hq = " + std::to_string(s.Hq) + " query heads is not a multiple of Hkv = " + std::to_string(s.Hkv) +
+                " key/value heads");
 
   if (o.scale && !std::isfinite(*o.scale))
     throw Error("scale: expected a finite number, got " + std::to_string(*o.scale));
@@ -140,8 +136,8 @@ Problem make_problem(ConstTensor4 q_in, ConstTensor4 k_in, ConstTensor4 v_in, co
     for (int d = 0; d < 4; ++d) {
       if (b.shape[d] == full[d]) continue;
       if (b.shape[d] != 1)
-        throw Error("bias: shape " + shape_string(b) + " does not broadcast to [B, Hq, Nq, Nk] = " +
-                    shape_string(full));
+        throw Error("bias: shape " + shape_string(b) +
+                    " does not broadcast to [B, Hq, Nq, Nk] = " + shape_string(full));
       p.bias.shape[d] = full[d];
       p.bias.strides[d] = 0;
     }
@@ -153,8 +149,8 @@ Problem make_problem(ConstTensor4 q_in, ConstTensor4 k_in, ConstTensor4 v_in, co
                   std::to_string(o.key_lengths.size()));
     for (std::size_t b = 0; b < o.key_lengths.size(); ++b)
       if (o.key_lengths[b] < 0 || o.key_lengths[b] > s.Nk)
-        throw Error("key_lengths: entry " + std::to_string(b) + " is " +
-                    std::to_string(o.key_lengths[b]) + ", expected 0.." + std::to_string(s.Nk));
+        throw Error("key_lengths: entry " + std::to_string(b) + " is " + std::to_string(o.key_lengths[b]) +
+                    ", expected 0.." + std::to_string(s.Nk));
     p.key_lengths = o.key_lengths.data();
   }
 
@@ -162,8 +158,7 @@ Problem make_problem(ConstTensor4 q_in, ConstTensor4 k_in, ConstTensor4 v_in, co
     check_view_basics("lse", *o.lse);
     const std::array<std::int64_t, 3> want = {s.B, s.Hq, s.Nq};
     if (o.lse->shape != want)
-      throw Error("lse: expected shape " + shape_string(want) + " [B, Hq, Nq], got " +
-                  shape_string(*o.lse));
+      throw Error("lse: expected shape " + shape_string(want) + " [B, Hq, Nq], got " + shape_string(*o.lse));
     check_output_strides("lse", *o.lse);
     p.has_lse = true;
     p.lse = *o.lse;
@@ -172,8 +167,7 @@ Problem make_problem(ConstTensor4 q_in, ConstTensor4 k_in, ConstTensor4 v_in, co
     check_view_basics("probs", *o.probs);
     const std::array<std::int64_t, 4> want = {s.B, s.Hq, s.Nq, s.Nk};
     if (o.probs->shape != want)
-      throw Error("probs: expected shape " + shape_string(want) + " [B, Hq, Nq, Nk], got " +
-                  shape_string(*o.probs));
+      throw Error("probs: expected shape " + shape_string(want) + " [B, Hq, Nq, Nk], got " + shape_string(*o.probs));
     check_output_strides("probs", *o.probs);
     p.has_probs = true;
     p.probs = *o.probs;
@@ -182,8 +176,7 @@ Problem make_problem(ConstTensor4 q_in, ConstTensor4 k_in, ConstTensor4 v_in, co
   auto check_out = [&](const char* name, const auto& view) {
     for (const auto& [iname, in] : {std::pair{"q", q_in}, {"k", k_in}, {"v", v_in}})
       if (overlaps(view, in)) throw Error(std::string(name) + ": memory overlaps the input " + iname);
-    if (p.has_bias && overlaps(view, *o.bias))
-      throw Error(std::string(name) + ": memory overlaps the input bias");
+    if (p.has_bias && overlaps(view, *o.bias)) throw Error(std::string(name) + ": memory overlaps the input bias");
   };
   if (out_in) check_out("out", p.out);
   if (p.has_lse) {
@@ -198,9 +191,9 @@ Problem make_problem(ConstTensor4 q_in, ConstTensor4 k_in, ConstTensor4 v_in, co
   return p;
 }
 
-BackwardProblem make_backward_problem(ConstTensor4 q_in, ConstTensor4 k_in, ConstTensor4 v_in, const ConstTensor4* out_in,
-                                      const ConstTensor3* lse_in, ConstTensor4 dout_in, const AttentionGradients* g,
-                                      const AttentionOptions& options) {
+BackwardProblem make_backward_problem(ConstTensor4 q_in, ConstTensor4 k_in, ConstTensor4 v_in,
+                                      const ConstTensor4* out_in, const ConstTensor3* lse_in, ConstTensor4 dout_in,
+                                      const AttentionGradients* g, const AttentionOptions& options) {
   AttentionOptions o = options;  // the forward's outputs are not part of a backward call
   o.lse.reset();
   o.probs.reset();
@@ -279,8 +272,8 @@ BackwardProblem make_backward_problem(ConstTensor4 q_in, ConstTensor4 k_in, Cons
 
 }  // namespace detail
 
-AttentionShape check_attention_args(ConstTensor4 q, ConstTensor4 k, ConstTensor4 v,
-                                    const Tensor4* out, const AttentionOptions& options) {
+AttentionShape check_attention_args(ConstTensor4 q, ConstTensor4 k, ConstTensor4 v, const Tensor4* out,
+                                    const AttentionOptions& options) {
   return detail::make_problem(q, k, v, out, options).s;
 }
 

@@ -18,8 +18,8 @@
 #include <system_error>
 #include <vector>
 
-#include "jomoim/model/sampling.hpp"
 #include "jomoim/core/tensor.hpp"
+#include "jomoim/model/sampling.hpp"
 
 namespace jomoim {
 namespace {
@@ -84,8 +84,8 @@ json prediction_json(const Pass& p, const Tokenizer& tok, int top) {
   json j = {{"top", json::array()}};
   const int n = std::min<int>(top, static_cast<int>(p.logits.size()));
   for (auto id : top_ids(p.logits, n))
-    j["top"].push_back({{"id", id}, {"text", token_text(tok, id)}, {"probability", f64(p.probs[id])},
-                        {"logit", f32(p.logits[id])}});
+    j["top"].push_back(
+        {{"id", id}, {"text", token_text(tok, id)}, {"probability", f64(p.probs[id])}, {"logit", f32(p.logits[id])}});
   double h = 0;
   for (double q : p.probs)
     if (q > 0) h -= q * std::log(q);
@@ -105,7 +105,10 @@ json shift_json(const Pass& a, const Pass& b, const Tokenizer& tok, int top, con
   });
   json s = json::array();
   for (auto id : order)
-    s.push_back({{"id", id}, {"text", token_text(tok, id)}, {pa, f64(a.probs[id])}, {pb, f64(b.probs[id])},
+    s.push_back({{"id", id},
+                 {"text", token_text(tok, id)},
+                 {pa, f64(a.probs[id])},
+                 {pb, f64(b.probs[id])},
                  {"delta", f64(b.probs[id] - a.probs[id])}});
   return s;
 }
@@ -120,10 +123,13 @@ json tokens_json(const Pass& p, const Tokenizer& tok, int C) {
     for (int c = 0; c < C; ++c) e[c] = te[c] + pe[c];  // the sum the model feeds its first layer
     const std::int32_t id = p.ids[i];
     const bool known = static_cast<std::size_t>(id) < tok.vocab_size();
-    t.push_back({{"index", i}, {"id", id}, {"text", token_text(tok, id)},
+    t.push_back({{"index", i},
+                 {"id", id},
+                 {"text", token_text(tok, id)},
                  {"token", known ? json(tok.token_string(id)) : json(nullptr)},
                  {"silenced", std::binary_search(p.silenced.begin(), p.silenced.end(), i)},
-                 {"token_embedding_norm", f64(norm(te, C))}, {"position_embedding_norm", f64(norm(pe, C))},
+                 {"token_embedding_norm", f64(norm(te, C))},
+                 {"position_embedding_norm", f64(norm(pe, C))},
                  {"embedding_norm", f64(norm(e.data(), C))}});
   }
   return t;
@@ -180,7 +186,10 @@ json heads_json(const Pass& p, int H) {
   std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.focus > b.focus; });
   json j = json::array();
   for (const Row& r : rows)
-    j.push_back({{"layer", r.layer}, {"head", r.head}, {"focus", f64(r.focus)}, {"entropy", f64(r.entropy)},
+    j.push_back({{"layer", r.layer},
+                 {"head", r.head},
+                 {"focus", f64(r.focus)},
+                 {"entropy", f64(r.entropy)},
                  {"last_token_attends_to", r.attends >= 0 ? json(r.attends) : json(nullptr)},
                  {"last_token_weight", f64(r.weight)}});
   return j;
@@ -211,19 +220,18 @@ json head_json(const Pass& p, int layer, int h, int D, bool col) {
   json j;
   j["head"] = h;
   j["scale"] = f32(at.scale);
-  j["layout"] = col ? json{{"q", "[dim, token]"}, {"k", "[dim, token]"}, {"v", "[dim, token]"},
-                           {"scores", "[key, query]"}, {"scaled", "[key, query]"}, {"mask", "[key, query]"},
+  j["layout"] = col ? json{{"q", "[dim, token]"},       {"k", "[dim, token]"},      {"v", "[dim, token]"},
+                           {"scores", "[key, query]"},  {"scaled", "[key, query]"}, {"mask", "[key, query]"},
                            {"weights", "[key, query]"}, {"out", "[dim, token]"}}
-                    : json{{"q", "[token, dim]"}, {"k", "[token, dim]"}, {"v", "[token, dim]"},
-                           {"scores", "[query, key]"}, {"scaled", "[query, key]"}, {"mask", "[query, key]"},
+                    : json{{"q", "[token, dim]"},       {"k", "[token, dim]"},      {"v", "[token, dim]"},
+                           {"scores", "[query, key]"},  {"scaled", "[query, key]"}, {"mask", "[query, key]"},
                            {"weights", "[query, key]"}, {"out", "[token, dim]"}};
   j["q"] = matrix(T, D, col, [&](int t, int d) { return f32(hv.q(t)[d]); });
   j["k"] = matrix(T, D, col, [&](int t, int d) { return f32(hv.k(t)[d]); });
   j["v"] = matrix(T, D, col, [&](int t, int d) { return f32(hv.v(t)[d]); });
   j["scores"] = matrix(T, T, col, [&](int i, int k) { return audible(p, i, k) ? f32(hv.s(i, k)) : json(nullptr); });
-  j["scaled"] = matrix(T, T, col, [&](int i, int k) {
-    return audible(p, i, k) ? f32(hv.s(i, k) * at.scale) : json(nullptr);
-  });
+  j["scaled"] =
+      matrix(T, T, col, [&](int i, int k) { return audible(p, i, k) ? f32(hv.s(i, k) * at.scale) : json(nullptr); });
   j["mask"] = matrix(T, T, col, [&](int i, int k) { return json(audible(p, i, k)); });
   j["weights"] = matrix(T, T, col, [&](int i, int k) { return f32(hv.w(i, k)); });
   j["out"] = matrix(T, D, col, [&](int t, int d) { return f32(hv.o(t)[d]); });
@@ -257,13 +265,13 @@ json last_token_attention_json(const Pass& p, int H) {
 void check_silence(const std::vector<int>& silenced, int T, const char* what) {
   for (int s : silenced)
     if (s < 0 || s >= T)
-      throw Error("silence index " + std::to_string(s) + " is out of range: " + what + " has " +
-                  std::to_string(T) + (T == 1 ? " token" : " tokens") + " (0.." + std::to_string(T - 1) + ")");
+      throw Error("silence index " + std::to_string(s) + " is out of range: " + what + " has " + std::to_string(T) +
+                  (T == 1 ? " token" : " tokens") + " (0.." + std::to_string(T - 1) + ")");
 }
 
 // Everything about one prompt (no "schema", "model", "options", "compare").
-json explain_prompt(const GptModel& model, const Tokenizer& tok, const std::string& prompt,
-                    const ExplainOptions& o, const std::vector<int>& silenced, const char* what, Pass* out_pass) {
+json explain_prompt(const GptModel& model, const Tokenizer& tok, const std::string& prompt, const ExplainOptions& o,
+                    const std::vector<int>& silenced, const char* what, Pass* out_pass) {
   const GptConfig& c = model.config();
   const std::vector<std::int32_t> ids = encode_prompt(tok, prompt, c.n_positions, c.vocab_size, what);
   const int T = static_cast<int>(ids.size());
@@ -322,15 +330,21 @@ nlohmann::json explain(const GptModel& model, const Tokenizer& tokenizer, const 
   const bool col = options.notation == ExplainNotation::col3b1b;
   json j;
   j["schema"] = "jomoim.explain/1";
-  j["model"] = {{"name", text::to_valid_utf8(options.model_name)}, {"n_layer", c.n_layer}, {"n_head", c.n_head},
-                {"n_embd", c.n_embd}, {"head_dim", c.head_dim()}, {"n_positions", c.n_positions},
+  j["model"] = {{"name", text::to_valid_utf8(options.model_name)},
+                {"n_layer", c.n_layer},
+                {"n_head", c.n_head},
+                {"n_embd", c.n_embd},
+                {"head_dim", c.head_dim()},
+                {"n_positions", c.n_positions},
                 {"vocab_size", c.vocab_size}};
   j["notation"] = notation_name(options.notation);
   j["formula"] = col ? "V softmax(K^T Q / sqrt(d))" : "softmax(Q K^T / sqrt(d)) V";
   j["softmax_over"] = col ? "columns" : "rows";
   j["options"] = {{"layer", options.layer ? json(*options.layer) : json(nullptr)},
                   {"head", options.head ? json(*options.head) : json(nullptr)},
-                  {"silence", silenced}, {"swap_qk", options.swap_qk}, {"top", options.top},
+                  {"silence", silenced},
+                  {"swap_qk", options.swap_qk},
+                  {"top", options.top},
                   {"matrices", options.matrices}};
   Pass main_pass;
   json body = explain_prompt(model, tokenizer, prompt, options, silenced, "the prompt", &main_pass);

@@ -52,8 +52,7 @@ void write_file_atomic(const std::filesystem::path& path, const std::string& lab
   // Hidden, unique per process and call.
   static std::atomic<unsigned> serial{0};
   const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : ".";
-  const std::string stem =
-      "." + path.filename().string().substr(0, 100) + ".tmp-" + std::to_string(::getpid()) + "-";
+  const std::string stem = "." + path.filename().string().substr(0, 100) + ".tmp-" + std::to_string(::getpid()) + "-";
   std::filesystem::path tmp;
   int fd = -1;
   for (int attempt = 0; fd < 0; ++attempt) {

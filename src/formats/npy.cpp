@@ -38,9 +38,7 @@ constexpr int kMaxNesting = 16;
 // Longest piece of a header quoted back in an error message, so messages stay one short line.
 constexpr std::size_t kMaxQuote = 40;
 
-[[noreturn]] void fail(const std::string& name, const std::string& problem) {
-  throw Error(name + ": " + problem);
-}
+[[noreturn]] void fail(const std::string& name, const std::string& problem) { throw Error(name + ": " + problem); }
 
 std::string clip(std::string_view s) {
   return s.size() <= kMaxQuote ? std::string(s) : std::string(s.substr(0, kMaxQuote)) + "...";
@@ -51,11 +49,10 @@ std::string clip(std::string_view s) {
 // do not excuse an overflow among the others.
 std::uint64_t element_count(std::span<const std::int64_t> shape, std::string* problem) {
   constexpr std::uint64_t max_bytes =
-      std::min<std::uint64_t>(std::numeric_limits<std::int64_t>::max(),
-                              std::numeric_limits<std::size_t>::max());
+      std::min<std::uint64_t>(std::numeric_limits<std::int64_t>::max(), std::numeric_limits<std::size_t>::max());
   if (shape.size() > kMaxRank) {
-    *problem = "shape has " + std::to_string(shape.size()) + " dimensions (at most " +
-               std::to_string(kMaxRank) + " are supported)";
+    *problem = "shape has " + std::to_string(shape.size()) + " dimensions (at most " + std::to_string(kMaxRank) +
+               " are supported)";
     return 0;
   }
   std::uint64_t nonzero_product = 1;
@@ -94,10 +91,18 @@ struct Literal {
 std::string render(const Literal& v) {
   std::string s;
   switch (v.kind) {
-    case Literal::Kind::string: s = "'" + v.text + "'"; break;
-    case Literal::Kind::integer: s = v.text; break;
-    case Literal::Kind::boolean: s = v.flag ? "True" : "False"; break;
-    case Literal::Kind::none: s = "None"; break;
+    case Literal::Kind::string:
+      s = "'" + v.text + "'";
+      break;
+    case Literal::Kind::integer:
+      s = v.text;
+      break;
+    case Literal::Kind::boolean:
+      s = v.flag ? "True" : "False";
+      break;
+    case Literal::Kind::none:
+      s = "None";
+      break;
     case Literal::Kind::tuple:
     case Literal::Kind::list: {
       const bool tuple = v.kind == Literal::Kind::tuple;
@@ -161,8 +166,8 @@ class HeaderParser {
   }
 
   [[noreturn]] void malformed(const std::string& what) const {
-    fail(name_, "header is not a valid dict literal: " + what + " at offset " +
-                    std::to_string(pos_) + " of the header");
+    fail(name_,
+         "header is not a valid dict literal: " + what + " at offset " + std::to_string(pos_) + " of the header");
   }
 
   std::string parse_string() {
@@ -194,8 +199,7 @@ class HeaderParser {
       while (pos_ < s_.size() && is_digit(s_[pos_])) ++pos_;
       const std::string_view digits = s_.substr(start, pos_ - start);
       if (digits.empty()) malformed("expected digits");
-      if (pos_ < s_.size() && (is_name_char(s_[pos_]) || s_[pos_] == '.'))
-        malformed("expected a decimal integer");
+      if (pos_ < s_.size() && (is_name_char(s_[pos_]) || s_[pos_] == '.')) malformed("expected a decimal integer");
       if (digits.size() > 1 && digits[0] == '0') malformed("integer with a leading zero");
       v.text += digits;
     } else if (is_name_char(c)) {
@@ -253,8 +257,7 @@ std::string describe_dtype(const std::string& d) {
   std::string quoted = "'";  // appended piecewise: "'" + clip(d) trips a false -Wrestrict in g++ 12
   quoted += clip(d);
   quoted += "'";
-  if (d.size() < 3 || d.size() > 5 || std::string_view("<>|=").find(d[0]) == std::string_view::npos)
-    return quoted;
+  if (d.size() < 3 || d.size() > 5 || std::string_view("<>|=").find(d[0]) == std::string_view::npos) return quoted;
   int bytes = 0;
   for (const char c : std::string_view(d).substr(2)) {
     if (c < '0' || c > '9') return quoted;
@@ -263,16 +266,35 @@ std::string describe_dtype(const std::string& d) {
   const std::string bits = std::to_string(bytes * 8);
   std::string what;
   switch (d[1]) {
-    case 'f': what = "float" + bits; break;
-    case 'i': what = "int" + bits; break;
-    case 'u': what = "uint" + bits; break;
-    case 'c': what = "complex" + bits; break;
-    case 'b': what = "bool"; break;
-    case 'S': what = "bytes"; break;
-    case 'U': what = "unicode string"; break;
-    case 'V': what = "raw bytes"; break;
-    case 'O': what = "Python object"; break;
-    default: return quoted;
+    case 'f':
+      what = "float" + bits;
+      break;
+    case 'i':
+      what = "int" + bits;
+      break;
+    case 'u':
+      what = "uint" + bits;
+      break;
+    case 'c':
+      what = "complex" + bits;
+      break;
+    case 'b':
+      what = "bool";
+      break;
+    case 'S':
+      what = "bytes";
+      break;
+    case 'U':
+      what = "unicode string";
+      break;
+    case 'V':
+      what = "raw bytes";
+      break;
+    case 'O':
+      what = "Python object";
+      break;
+    default:
+      return quoted;
   }
   const char* order = bytes < 2 ? "" : d[0] == '>' ? "big-endian " : d[0] == '=' ? "native-endian " : "";
   return quoted + " (" + order + what + ")";
@@ -304,8 +326,8 @@ std::vector<std::int64_t> parse_header(std::string_view header, const std::strin
                            : key == "shape"         ? &shape
                                                     : nullptr;
     if (!slot)
-      fail(name, "header has an unexpected key '" + clip(key) +
-                     "' (expected exactly 'descr', 'fortran_order' and 'shape')");
+      fail(name,
+           "header has an unexpected key '" + clip(key) + "' (expected exactly 'descr', 'fortran_order' and 'shape')");
     if (*slot) fail(name, "header has the key '" + key + "' twice");
     *slot = &value;
   }
@@ -317,14 +339,15 @@ std::vector<std::int64_t> parse_header(std::string_view header, const std::strin
     fail(name, "data type " + render(*descr) +
                    " is not supported (structured types are not); expected '<f4' (little-endian float32)");
   if (descr->text != "<f4")
-    fail(name, "data type " + describe_dtype(descr->text) +
-                   " is not supported; expected '<f4' (little-endian float32)");
+    fail(name,
+         "data type " + describe_dtype(descr->text) + " is not supported; expected '<f4' (little-endian float32)");
 
   if (fortran->kind != Literal::Kind::boolean)
     fail(name, "'fortran_order' must be True or False, got " + render(*fortran));
   if (fortran->flag)
-    fail(name, "array is stored in Fortran (column-major) order; only C order is supported "
-               "(save np.ascontiguousarray(a) instead)");
+    fail(name,
+         "array is stored in Fortran (column-major) order; only C order is supported "
+         "(save np.ascontiguousarray(a) instead)");
 
   if (shape->kind != Literal::Kind::tuple)
     fail(name, "'shape' must be a tuple of non-negative integers, got " + render(*shape) +
@@ -341,8 +364,7 @@ std::vector<std::int64_t> parse_header(std::string_view header, const std::strin
         fail(name, "'shape' " + render(*shape) + " has a dimension too large for int64");
       magnitude = magnitude * 10 + digit;
     }
-    if (negative && magnitude != 0)
-      fail(name, "'shape' " + render(*shape) + " has a negative dimension");
+    if (negative && magnitude != 0) fail(name, "'shape' " + render(*shape) + " has a negative dimension");
     dims.push_back(std::int64_t(magnitude));
   }
   return dims;
@@ -411,8 +433,8 @@ NpyInfo parse_npy_info(std::span<const std::byte> bytes, std::uint64_t file_size
   // beginning as the preamble and header need.
   const std::uint64_t size = file_size;
   if (bytes.size() > size)
-    fail(name, "internal error: " + std::to_string(bytes.size()) + " bytes given for a file of " +
-                   std::to_string(size));
+    fail(name,
+         "internal error: " + std::to_string(bytes.size()) + " bytes given for a file of " + std::to_string(size));
   auto need_bytes = [&](std::uint64_t n) {
     if (bytes.size() < n)
       fail(name, "internal error: the first " + std::to_string(n) + " bytes are needed, " +
@@ -421,20 +443,17 @@ NpyInfo parse_npy_info(std::span<const std::byte> bytes, std::uint64_t file_size
   if (size == 0) fail(name, "file is empty (0 bytes), not a .npy file");
   if (size < kMagicLen) fail(name, "not a .npy file (it does not start with \\x93NUMPY)");
   need_bytes(kMagicLen);
-  if (std::memcmp(p, kMagic, kMagicLen) != 0)
-    fail(name, "not a .npy file (it does not start with \\x93NUMPY)");
-  if (size < kMagicLen + 2)
-    fail(name, "file ends inside the .npy preamble (" + std::to_string(size) + " bytes)");
+  if (std::memcmp(p, kMagic, kMagicLen) != 0) fail(name, "not a .npy file (it does not start with \\x93NUMPY)");
+  if (size < kMagicLen + 2) fail(name, "file ends inside the .npy preamble (" + std::to_string(size) + " bytes)");
   need_bytes(kMagicLen + 2);
   const unsigned major = p[6], minor = p[7];
   if ((major != 1 && major != 2) || minor != 0)
-    fail(name, "unsupported .npy format version " + std::to_string(major) + "." +
-                   std::to_string(minor) + " (jomoim reads versions 1.0 and 2.0)");
+    fail(name, "unsupported .npy format version " + std::to_string(major) + "." + std::to_string(minor) +
+                   " (jomoim reads versions 1.0 and 2.0)");
   // Version 1.0 stores the header length in 2 little-endian bytes, 2.0 in 4.
   const std::size_t length_bytes = major == 1 ? 2 : 4;
   const std::size_t header_start = kMagicLen + 2 + length_bytes;
-  if (size < header_start)
-    fail(name, "file ends inside the .npy preamble (" + std::to_string(size) + " bytes)");
+  if (size < header_start) fail(name, "file ends inside the .npy preamble (" + std::to_string(size) + " bytes)");
   need_bytes(header_start);
   std::uint64_t header_len = 0;
   for (std::size_t i = 0; i < length_bytes; ++i) header_len |= std::uint64_t(p[kMagicLen + 2 + i]) << (8 * i);
@@ -444,8 +463,8 @@ NpyInfo parse_npy_info(std::span<const std::byte> bytes, std::uint64_t file_size
   need_bytes(header_start + header_len);
 
   NpyInfo info;
-  info.shape = parse_header(
-      std::string_view(reinterpret_cast<const char*>(p + header_start), std::size_t(header_len)), name);
+  info.shape =
+      parse_header(std::string_view(reinterpret_cast<const char*>(p + header_start), std::size_t(header_len)), name);
   std::string problem;
   const std::uint64_t count = element_count(info.shape, &problem);
   if (!problem.empty()) fail(name, problem);
@@ -529,8 +548,8 @@ NpyInfo read_npy_info(const std::filesystem::path& path) {
   return parse_npy_info(head, size, name);
 }
 
-void read_npy_elements(const std::filesystem::path& path, const NpyInfo& info, std::uint64_t first,
-                       std::uint64_t count, float* out) {
+void read_npy_elements(const std::filesystem::path& path, const NpyInfo& info, std::uint64_t first, std::uint64_t count,
+                       float* out) {
   const std::string name = path.string();
   if (first > info.count || count > info.count - first)
     fail(name, "elements " + std::to_string(first) + " to " + std::to_string(first + count) +
@@ -583,8 +602,7 @@ NpyArray read_npy(const std::filesystem::path& path) {
   return parse_npy(bytes, name);
 }
 
-void write_npy(const std::filesystem::path& path, std::span<const std::int64_t> shape,
-               const float* data) {
+void write_npy(const std::filesystem::path& path, std::span<const std::int64_t> shape, const float* data) {
   const std::string name = path.string();
   std::string problem;
   const std::uint64_t count = element_count(shape, &problem);

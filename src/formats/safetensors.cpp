@@ -42,9 +42,7 @@ constexpr int kMaxDepth = 3;
 constexpr std::size_t kMaxQuote = 60;
 constexpr std::string_view kMetadataKey = "__metadata__";
 
-[[noreturn]] void fail(const std::string& name, const std::string& problem) {
-  throw Error(name + ": " + problem);
-}
+[[noreturn]] void fail(const std::string& name, const std::string& problem) { throw Error(name + ": " + problem); }
 
 // `s` quoted for a message: control characters escaped as \xNN (so the message stays one
 // line), clipped to kMaxQuote bytes.
@@ -77,15 +75,24 @@ std::string range_string(std::size_t begin, std::size_t end) {
 // A JSON value's type, for messages ("got a string").
 std::string kind_of(const json& v) {
   switch (v.type()) {
-    case json::value_t::null: return "null";
-    case json::value_t::object: return "an object";
-    case json::value_t::array: return "an array";
-    case json::value_t::string: return "a string";
-    case json::value_t::boolean: return "a boolean";
-    case json::value_t::number_integer: return "a negative integer";
-    case json::value_t::number_unsigned: return "an integer";
-    case json::value_t::number_float: return "a fractional or out-of-range number";
-    default: return "a value of another kind";
+    case json::value_t::null:
+      return "null";
+    case json::value_t::object:
+      return "an object";
+    case json::value_t::array:
+      return "an array";
+    case json::value_t::string:
+      return "a string";
+    case json::value_t::boolean:
+      return "a boolean";
+    case json::value_t::number_integer:
+      return "a negative integer";
+    case json::value_t::number_unsigned:
+      return "an integer";
+    case json::value_t::number_float:
+      return "a fractional or out-of-range number";
+    default:
+      return "a value of another kind";
   }
 }
 
@@ -132,13 +139,10 @@ float bf16_to_float(std::uint16_t b) {
   return f;
 }
 
-std::uint16_t load_u16le(const std::byte* p) {
-  return std::uint16_t(std::uint16_t(p[0]) | (std::uint16_t(p[1]) << 8));
-}
+std::uint16_t load_u16le(const std::byte* p) { return std::uint16_t(std::uint16_t(p[0]) | (std::uint16_t(p[1]) << 8)); }
 
 std::uint32_t load_u32le(const std::byte* p) {
-  return std::uint32_t(p[0]) | (std::uint32_t(p[1]) << 8) | (std::uint32_t(p[2]) << 16) |
-         (std::uint32_t(p[3]) << 24);
+  return std::uint32_t(p[0]) | (std::uint32_t(p[1]) << 8) | (std::uint32_t(p[2]) << 16) | (std::uint32_t(p[3]) << 24);
 }
 
 // ------------------------------------------------------------------------------ the mapping
@@ -182,8 +186,7 @@ json parse_header_json(std::string_view text, const std::string& name) {
       case json::parse_event_t::key: {
         const auto& k = parsed.get_ref<const std::string&>();
         if (!keys.back().insert(k).second) {
-          if (depth == 1)
-            fail(name, "header has the name " + quote(k) + " twice");
+          if (depth == 1) fail(name, "header has the name " + quote(k) + " twice");
           fail(name, "header has the key " + quote(k) + " twice inside " + quote(path));
         }
         if (depth == 1) path = k;
@@ -221,17 +224,14 @@ json parse_header_json(std::string_view text, const std::string& name) {
 // Reads a non-negative JSON integer of at most `max`; `what` names it for messages.
 std::uint64_t json_count(const json& v, const std::string& name, const std::string& what,
                          std::uint64_t max = std::uint64_t(std::numeric_limits<std::int64_t>::max())) {
-  if (!v.is_number_unsigned())
-    fail(name, what + " must be a non-negative integer, got " + kind_of(v));
+  if (!v.is_number_unsigned()) fail(name, what + " must be a non-negative integer, got " + kind_of(v));
   const auto u = v.get<std::uint64_t>();
-  if (u > max)
-    fail(name, what + " " + std::to_string(u) + " is too large (above 2^63 - 1)");
+  if (u > max) fail(name, what + " " + std::to_string(u) + " is too large (above 2^63 - 1)");
   return u;
 }
 
 // Checks one tensor entry on its own and returns it. `data_size`: bytes in the data section.
-TensorInfo parse_entry(const std::string& key, const json& v, const std::string& name,
-                       std::size_t data_size) {
+TensorInfo parse_entry(const std::string& key, const json& v, const std::string& name, std::size_t data_size) {
   const std::string who = "tensor " + quote(key);
   if (!v.is_object())
     fail(name, who + ": entry must be an object with dtype, shape and data_offsets, got " + kind_of(v));
@@ -251,8 +251,7 @@ TensorInfo parse_entry(const std::string& key, const json& v, const std::string&
     fail(name, who + ": unknown dtype " + quote(dtype.get_ref<const std::string&>()));
 
   const json& shape = v["shape"];
-  if (!shape.is_array())
-    fail(name, who + ": shape must be an array of non-negative integers, got " + kind_of(shape));
+  if (!shape.is_array()) fail(name, who + ": shape must be an array of non-negative integers, got " + kind_of(shape));
   for (const json& d : shape) t.shape.push_back(std::int64_t(json_count(d, name, who + ": shape entry")));
 
   const json& offsets = v["data_offsets"];
@@ -264,8 +263,8 @@ TensorInfo parse_entry(const std::string& key, const json& v, const std::string&
   const std::uint64_t begin = json_count(offsets[0], name, who + ": data_offsets begin", any);
   const std::uint64_t end = json_count(offsets[1], name, who + ": data_offsets end", any);
   if (begin > end)
-    fail(name, who + ": data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
-                   "] end before they begin");
+    fail(name,
+         who + ": data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) + "] end before they begin");
   if (end > data_size)
     fail(name, who + ": data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
                    "] run past the end of the data section (" + std::to_string(data_size) + " bytes)");
@@ -277,9 +276,9 @@ TensorInfo parse_entry(const std::string& key, const json& v, const std::string&
     fail(name, who + ": shape " + shape_string(t.shape) + " of " + std::string(dtype_name(t.dtype)) +
                    " is too large (its byte count overflows 64 bits)");
   if (need != end - begin)
-    fail(name, who + ": shape " + shape_string(t.shape) + " of " + std::string(dtype_name(t.dtype)) +
-                   " needs " + std::to_string(need) + " bytes, but data_offsets [" + std::to_string(begin) +
-                   ", " + std::to_string(end) + "] hold " + std::to_string(end - begin));
+    fail(name, who + ": shape " + shape_string(t.shape) + " of " + std::string(dtype_name(t.dtype)) + " needs " +
+                   std::to_string(need) + " bytes, but data_offsets [" + std::to_string(begin) + ", " +
+                   std::to_string(end) + "] hold " + std::to_string(end - begin));
   return t;
 }
 
@@ -291,21 +290,36 @@ TensorInfo parse_entry(const std::string& key, const json& v, const std::string&
 
 std::string_view dtype_name(DType t) {
   switch (t) {
-    case DType::BOOL: return "BOOL";
-    case DType::U8: return "U8";
-    case DType::I8: return "I8";
-    case DType::F8_E5M2: return "F8_E5M2";
-    case DType::F8_E4M3: return "F8_E4M3";
-    case DType::I16: return "I16";
-    case DType::U16: return "U16";
-    case DType::F16: return "F16";
-    case DType::BF16: return "BF16";
-    case DType::I32: return "I32";
-    case DType::U32: return "U32";
-    case DType::F32: return "F32";
-    case DType::F64: return "F64";
-    case DType::I64: return "I64";
-    case DType::U64: return "U64";
+    case DType::BOOL:
+      return "BOOL";
+    case DType::U8:
+      return "U8";
+    case DType::I8:
+      return "I8";
+    case DType::F8_E5M2:
+      return "F8_E5M2";
+    case DType::F8_E4M3:
+      return "F8_E4M3";
+    case DType::I16:
+      return "I16";
+    case DType::U16:
+      return "U16";
+    case DType::F16:
+      return "F16";
+    case DType::BF16:
+      return "BF16";
+    case DType::I32:
+      return "I32";
+    case DType::U32:
+      return "U32";
+    case DType::F32:
+      return "F32";
+    case DType::F64:
+      return "F64";
+    case DType::I64:
+      return "I64";
+    case DType::U64:
+      return "U64";
   }
   return "?";
 }
@@ -316,25 +330,29 @@ std::size_t dtype_size(DType t) {
     case DType::U8:
     case DType::I8:
     case DType::F8_E5M2:
-    case DType::F8_E4M3: return 1;
+    case DType::F8_E4M3:
+      return 1;
     case DType::I16:
     case DType::U16:
     case DType::F16:
-    case DType::BF16: return 2;
+    case DType::BF16:
+      return 2;
     case DType::I32:
     case DType::U32:
-    case DType::F32: return 4;
+    case DType::F32:
+      return 4;
     case DType::F64:
     case DType::I64:
-    case DType::U64: return 8;
+    case DType::U64:
+      return 8;
   }
   return 0;
 }
 
 bool parse_dtype(std::string_view name, DType* out) {
-  static constexpr DType all[] = {DType::BOOL, DType::U8,  DType::I8,   DType::F8_E5M2, DType::F8_E4M3,
-                                  DType::I16,  DType::U16, DType::F16,  DType::BF16,    DType::I32,
-                                  DType::U32,  DType::F32, DType::F64,  DType::I64,     DType::U64};
+  static constexpr DType all[] = {DType::BOOL, DType::U8,  DType::I8,  DType::F8_E5M2, DType::F8_E4M3,
+                                  DType::I16,  DType::U16, DType::F16, DType::BF16,    DType::I32,
+                                  DType::U32,  DType::F32, DType::F64, DType::I64,     DType::U64};
   for (const DType t : all) {
     if (dtype_name(t) == name) {
       *out = t;
@@ -365,11 +383,11 @@ SafetensorsFile SafetensorsFile::parse(std::span<const std::byte> bytes, std::st
   std::uint64_t n = 0;
   for (int i = 0; i < 8; ++i) n |= std::uint64_t(bytes[std::size_t(i)]) << (8 * i);
   if (n > kMaxHeader)
-    fail(name, "header length " + std::to_string(n) + " exceeds the format's limit of " +
-                   std::to_string(kMaxHeader) + " bytes (corrupt length, or not a safetensors file)");
+    fail(name, "header length " + std::to_string(n) + " exceeds the format's limit of " + std::to_string(kMaxHeader) +
+                   " bytes (corrupt length, or not a safetensors file)");
   if (n > size - 8)
-    fail(name, "header length " + std::to_string(n) + " runs past the end of the file (" +
-                   std::to_string(size - 8) + " bytes follow the length)");
+    fail(name, "header length " + std::to_string(n) + " runs past the end of the file (" + std::to_string(size - 8) +
+                   " bytes follow the length)");
   const std::string_view text(reinterpret_cast<const char*>(bytes.data()) + 8, std::size_t(n));
   if (text.empty() || text[0] != '{')
     fail(name, text.empty() ? std::string("header is empty (expected a JSON object)")
@@ -391,8 +409,7 @@ SafetensorsFile SafetensorsFile::parse(std::span<const std::byte> bytes, std::st
   if (!header.is_object()) fail(fname, "header is not a JSON object");  // unreachable after '{'
   for (const auto& [key, value] : header.items()) {
     if (key == kMetadataKey) {
-      if (!value.is_object())
-        fail(fname, "__metadata__ must be an object of strings, got " + kind_of(value));
+      if (!value.is_object()) fail(fname, "__metadata__ must be an object of strings, got " + kind_of(value));
       for (const auto& [mk, mv] : value.items()) {
         if (!mv.is_string())
           fail(fname, "__metadata__ value of " + quote(mk) + " must be a string, got " + kind_of(mv));
@@ -562,7 +579,8 @@ void write_safetensors(const std::filesystem::path& path, std::span<const Tensor
     refuse("a tensor name or metadata string is not valid UTF-8");
   }
   text.append((8 - text.size() % 8) % 8, ' ');  // data section starts 8-byte aligned
-  if (text.size() > kMaxHeader) refuse("header of " + std::to_string(text.size()) + " bytes exceeds the format's limit");
+  if (text.size() > kMaxHeader)
+    refuse("header of " + std::to_string(text.size()) + " bytes exceeds the format's limit");
   unsigned char length[8];
   for (int i = 0; i < 8; ++i) length[i] = static_cast<unsigned char>(std::uint64_t(text.size()) >> (8 * i));
 

@@ -10,8 +10,8 @@
 
 namespace jomoim::model_blas {
 
-void gemm(bool transA, bool transB, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
-          int ldb, float beta, float* C, int ldc, int threads) {
+void gemm(bool transA, bool transB, int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb,
+          float beta, float* C, int ldc, int threads) {
   static std::once_flag single;
   std::call_once(single, [] { openblas_set_num_threads(1); });
   if (M <= 0 || N <= 0) return;
@@ -33,8 +33,8 @@ void gemm(bool transA, bool transB, int M, int N, int K, float alpha, const floa
         cblas_sgemv(CblasRowMajor, CblasTrans, K, n, alpha, Bs, ldb, A, 1, beta, Cs, 1);
       return;
     }
-    cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans, M, n, K,
-                alpha, A, lda, Bs, ldb, beta, Cs, ldc);
+    cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans, M, n, K, alpha,
+                A, lda, Bs, ldb, beta, Cs, ldc);
   };
   if (nt == 1) {
     run(0, N);

@@ -12,7 +12,7 @@ namespace jomoim::model_blas {
 
 // C[M, N] = alpha * op(A)[M, K] * op(B)[K, N] + beta * C, row-major, on `threads` threads
 // (<= 0: OpenMP's default). transA / transB: A is stored [K, M] / B is stored [N, K].
-void gemm(bool transA, bool transB, int M, int N, int K, float alpha, const float* A, int lda,
-          const float* B, int ldb, float beta, float* C, int ldc, int threads);
+void gemm(bool transA, bool transB, int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb,
+          float beta, float* C, int ldc, int threads);
 
 }  // namespace jomoim::model_blas

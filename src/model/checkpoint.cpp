@@ -6,9 +6,9 @@
 #include <system_error>
 #include <vector>
 
-#include "jomoim/model/model.hpp"
-#include "jomoim/formats/safetensors.hpp"
 #include "jomoim/formats/atomic_file.hpp"
+#include "jomoim/formats/safetensors.hpp"
+#include "jomoim/model/model.hpp"
 
 namespace jomoim {
 namespace {

@@ -13,9 +13,7 @@ namespace {
 
 using nlohmann::json;
 
-bool is_tanh_gelu(const std::string& a) {
-  return a == "gelu_new" || a == "gelu_pytorch_tanh" || a == "gelu_fast";
-}
+bool is_tanh_gelu(const std::string& a) { return a == "gelu_new" || a == "gelu_pytorch_tanh" || a == "gelu_fast"; }
 
 int read_int(const json& j, const char* key, const std::string& name, bool required, int fallback) {
   auto it = j.find(key);
@@ -23,11 +21,9 @@ int read_int(const json& j, const char* key, const std::string& name, bool requi
     if (required) throw Error(name + ": missing \"" + key + "\"");
     return fallback;
   }
-  if (!it->is_number_integer())
-    throw Error(name + ": \"" + key + "\" must be an integer, got " + it->dump());
+  if (!it->is_number_integer()) throw Error(name + ": \"" + key + "\" must be an integer, got " + it->dump());
   const auto v = it->get<long long>();
-  if (v <= 0 || v > (1 << 30))
-    throw Error(name + ": \"" + key + "\" must be in [1, 2^30], got " + std::to_string(v));
+  if (v <= 0 || v > (1 << 30)) throw Error(name + ": \"" + key + "\" must be in [1, 2^30], got " + std::to_string(v));
   return static_cast<int>(v);
 }
 
@@ -124,10 +120,9 @@ std::string GptConfig::to_json() const {
 
 std::int64_t GptConfig::parameter_count() const {
   const std::int64_t C = n_embd, F = inner();
-  const std::int64_t per_block = 2 * C + (C * 3 * C + 3 * C) + (C * C + C) + 2 * C +
-                                 (C * F + F) + (F * C + C);
-  return static_cast<std::int64_t>(vocab_size) * C + static_cast<std::int64_t>(n_positions) * C +
-         n_layer * per_block + 2 * C;
+  const std::int64_t per_block = 2 * C + (C * 3 * C + 3 * C) + (C * C + C) + 2 * C + (C * F + F) + (F * C + C);
+  return static_cast<std::int64_t>(vocab_size) * C + static_cast<std::int64_t>(n_positions) * C + n_layer * per_block +
+         2 * C;
 }
 
 }  // namespace jomoim

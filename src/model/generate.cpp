@@ -18,12 +18,18 @@ void GenerateOptions::validate() const {
 
 const char* stop_name(StopReason reason) {
   switch (reason) {
-    case StopReason::none: return "";
-    case StopReason::length: return "length";
-    case StopReason::eos: return "eos";
-    case StopReason::context: return "context";
-    case StopReason::stopped: return "stopped";
-    case StopReason::error: return "error";
+    case StopReason::none:
+      return "";
+    case StopReason::length:
+      return "length";
+    case StopReason::eos:
+      return "eos";
+    case StopReason::context:
+      return "context";
+    case StopReason::stopped:
+      return "stopped";
+    case StopReason::error:
+      return "error";
   }
   return "";
 }

@@ -7,9 +7,9 @@
 #include <string>
 
 #include "jomoim/engine/attention.hpp"
+#include "jomoim/engine/threads.hpp"
 #include "jomoim/model/model.hpp"
 #include "layers.hpp"
-#include "jomoim/engine/threads.hpp"
 
 namespace jomoim {
 
@@ -21,8 +21,7 @@ KvCache::KvCache(const GptConfig& config, int capacity)
 
 void KvCache::truncate(int n) {
   if (n < 0 || n > size_)
-    throw Error("KV cache: cannot truncate to " + std::to_string(n) + " tokens (holds " +
-                std::to_string(size_) + ")");
+    throw Error("KV cache: cannot truncate to " + std::to_string(n) + " tokens (holds " + std::to_string(size_) + ")");
   size_ = n;
 }
 
@@ -37,8 +36,8 @@ GptModel::GptModel(GptConfig config, GptParams params, std::vector<std::shared_p
   need(params_.ln_f.weight, "ln_f.weight");
   need(params_.ln_f.bias, "ln_f.bias");
   if (static_cast<int>(params_.blocks.size()) != config_.n_layer)
-    throw Error("model: " + std::to_string(params_.blocks.size()) + " blocks of weights for n_layer = " +
-                std::to_string(config_.n_layer));
+    throw Error("model: " + std::to_string(params_.blocks.size()) +
+                " blocks of weights for n_layer = " + std::to_string(config_.n_layer));
   for (int l = 0; l < config_.n_layer; ++l) {
     const auto& b = params_.blocks[l];
     const std::string h = "h." + std::to_string(l) + ".";
@@ -73,8 +72,8 @@ std::vector<float> GptModel::forward(std::span<const std::int32_t> ids, KvCache&
   const int past = cache.size();
   const int Tk = past + T;
   if (Tk > c.n_positions)
-    throw Error("forward: " + std::to_string(Tk) + " tokens exceed the context of " +
-                std::to_string(c.n_positions) + " positions");
+    throw Error("forward: " + std::to_string(Tk) + " tokens exceed the context of " + std::to_string(c.n_positions) +
+                " positions");
   if (Tk > cache.capacity())
     throw Error("forward: " + std::to_string(Tk) + " tokens exceed the KV cache capacity of " +
                 std::to_string(cache.capacity()));
@@ -84,8 +83,7 @@ std::vector<float> GptModel::forward(std::span<const std::int32_t> ids, KvCache&
                   " is outside the vocabulary [0, " + std::to_string(V) + ")");
   for (int s : options.silenced)
     if (s < 0 || s >= Tk)
-      throw Error("forward: silenced position " + std::to_string(s) + " is outside [0, " +
-                  std::to_string(Tk) + ")");
+      throw Error("forward: silenced position " + std::to_string(s) + " is outside [0, " + std::to_string(Tk) + ")");
 
   const std::size_t TC = static_cast<std::size_t>(T) * C;
   std::vector<float> x(TC), h(TC), att(TC), qkv(static_cast<std::size_t>(T) * 3 * C),
@@ -174,8 +172,10 @@ std::vector<float> GptModel::forward(std::span<const std::int32_t> ids, KvCache&
                       att.data() + static_cast<std::size_t>(t) * C + hh * D, sizeof(float) * D);
         }
         for (int j = 0; j < Tk; ++j) {
-          std::memcpy(&at.k[(static_cast<std::size_t>(hh) * Tk + j) * D], kc + static_cast<std::size_t>(j) * C + hh * D, sizeof(float) * D);
-          std::memcpy(&at.v[(static_cast<std::size_t>(hh) * Tk + j) * D], vc + static_cast<std::size_t>(j) * C + hh * D, sizeof(float) * D);
+          std::memcpy(&at.k[(static_cast<std::size_t>(hh) * Tk + j) * D], kc + static_cast<std::size_t>(j) * C + hh * D,
+                      sizeof(float) * D);
+          std::memcpy(&at.v[(static_cast<std::size_t>(hh) * Tk + j) * D], vc + static_cast<std::size_t>(j) * C + hh * D,
+                      sizeof(float) * D);
         }
         for (int t = 0; t < T; ++t)
           for (int j = 0; j < Tk; ++j) {

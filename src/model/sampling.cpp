@@ -16,8 +16,7 @@ void SamplingOptions::validate() const {
   if (!(temperature >= 0.0f) || !std::isfinite(temperature))
     throw Error("temperature must be a finite number >= 0, got " + std::to_string(temperature));
   if (top_k < 0) throw Error("top-k must be >= 0, got " + std::to_string(top_k));
-  if (!(top_p > 0.0f && top_p <= 1.0f))
-    throw Error("top-p must be in (0, 1], got " + std::to_string(top_p));
+  if (!(top_p > 0.0f && top_p <= 1.0f)) throw Error("top-p must be in (0, 1], got " + std::to_string(top_p));
 }
 
 std::vector<double> softmax(std::span<const float> logits, double temperature) {
@@ -51,9 +50,7 @@ std::vector<std::int32_t> top_ids(std::span<const float> values, int n) {
   return ids;
 }
 
-Sampler::Sampler(const SamplingOptions& options) : options_(options), state_(options.seed) {
-  options_.validate();
-}
+Sampler::Sampler(const SamplingOptions& options) : options_(options), state_(options.seed) { options_.validate(); }
 
 double Sampler::uniform() { return splitmix::uniform(state_); }
 

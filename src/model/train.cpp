@@ -12,12 +12,12 @@
 #include <random>
 #include <string>
 
-#include "jomoim/engine/attention.hpp"
 #include "blas.hpp"
+#include "jomoim/engine/attention.hpp"
 #include "jomoim/engine/elementwise.hpp"
+#include "jomoim/engine/threads.hpp"
 #include "layers.hpp"
 #include "splitmix.hpp"
-#include "jomoim/engine/threads.hpp"
 
 namespace jomoim {
 namespace {
@@ -61,8 +61,8 @@ void linear_bwd(const float* x, const float* dy, int N, int in, int out, const f
 }
 
 // Adds the input gradient of LayerNorm to dx; accumulates dg, db.
-void layer_norm_bwd(const float* x, const float* dy, int N, int C, const float* g, const float* mean,
-                    const float* rstd, float* dx, float* dg, float* db, int nt) {
+void layer_norm_bwd(const float* x, const float* dy, int N, int C, const float* g, const float* mean, const float* rstd,
+                    float* dx, float* dg, float* db, int nt) {
 #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && N * C > 65536)
   for (int n = 0; n < N; ++n) {
     const float* xr = x + static_cast<std::size_t>(n) * C;
@@ -180,9 +180,8 @@ GptTrainable::GptTrainable(const GptModel& model) : config_(model.config()), lay
   put(i++, p.wte);
   put(i++, p.wpe);
   for (const auto& b : p.blocks) {
-    for (const float* s : {b.ln_1.weight, b.ln_1.bias, b.c_attn.weight, b.c_attn.bias, b.c_proj.weight,
-                           b.c_proj.bias, b.ln_2.weight, b.ln_2.bias, b.c_fc.weight, b.c_fc.bias,
-                           b.mlp_proj.weight, b.mlp_proj.bias})
+    for (const float* s : {b.ln_1.weight, b.ln_1.bias, b.c_attn.weight, b.c_attn.bias, b.c_proj.weight, b.c_proj.bias,
+                           b.ln_2.weight, b.ln_2.bias, b.c_fc.weight, b.c_fc.bias, b.mlp_proj.weight, b.mlp_proj.bias})
       put(i++, s);
   }
   put(i++, p.ln_f.weight);
@@ -277,8 +276,8 @@ double GptTrainable::run(std::span<const std::int32_t> tokens, int B, int T, boo
     s.h1.resize(NC);
     s.mean1.resize(N);
     s.rstd1.resize(N);
-    layers::layer_norm(x.data(), N, C, bp.ln_1.weight, bp.ln_1.bias, c.layer_norm_epsilon, s.h1.data(),
-                       s.mean1.data(), s.rstd1.data(), nt);
+    layers::layer_norm(x.data(), N, C, bp.ln_1.weight, bp.ln_1.bias, c.layer_norm_epsilon, s.h1.data(), s.mean1.data(),
+                       s.rstd1.data(), nt);
     s.qkv.resize(N * 3 * C);
     layers::linear(s.h1.data(), N, C, 3 * C, bp.c_attn.weight, bp.c_attn.bias, s.qkv.data(), nt);
     s.att.resize(NC);
@@ -294,8 +293,8 @@ double GptTrainable::run(std::span<const std::int32_t> tokens, int B, int T, boo
     s.h2.resize(NC);
     s.mean2.resize(N);
     s.rstd2.resize(N);
-    layers::layer_norm(x.data(), N, C, bp.ln_2.weight, bp.ln_2.bias, c.layer_norm_epsilon, s.h2.data(),
-                       s.mean2.data(), s.rstd2.data(), nt);
+    layers::layer_norm(x.data(), N, C, bp.ln_2.weight, bp.ln_2.bias, c.layer_norm_epsilon, s.h2.data(), s.mean2.data(),
+                       s.rstd2.data(), nt);
     s.fpre.resize(N * F);
     s.fact.resize(N * F);
     layers::linear(s.h2.data(), N, C, F, bp.c_fc.weight, bp.c_fc.bias, s.fpre.data(), nt);

@@ -6,17 +6,17 @@
 #include <cmath>
 #include <fstream>
 #include <map>
-#include <unordered_map>
 #include <sstream>
 #include <system_error>
+#include <unordered_map>
 
 #include <nlohmann/json.hpp>
 
 #include "jomoim/formats/atomic_file.hpp"
-#include "jomoim/text/bpe_train.hpp"
 #include "jomoim/formats/safetensors.hpp"
-#include "jomoim/text/tokenizer.hpp"
 #include "jomoim/model/train.hpp"
+#include "jomoim/text/bpe_train.hpp"
+#include "jomoim/text/tokenizer.hpp"
 #include "splitmix.hpp"
 
 namespace jomoim {
@@ -60,18 +60,31 @@ std::string read_file(const fs::path& p) {
 json options_json(const TrainOptions& o) {
   json files = json::array();
   for (const auto& p : o.data) files.push_back(p.string());
-  return {{"data", files},          {"vocab_size", o.vocab_size}, {"n_layer", o.model.n_layer},
-          {"n_head", o.model.n_head}, {"n_embd", o.model.n_embd},  {"n_positions", o.model.n_positions},
-          {"batch", o.batch},       {"seq", o.seq},               {"accum", o.accum},
-          {"steps", o.steps},       {"lr", o.lr},                 {"min_lr", o.min_lr},
-          {"warmup", o.warmup},     {"weight_decay", o.weight_decay}, {"clip", o.clip},
-          {"val_fraction", o.val_fraction}, {"eval_every", o.eval_every}, {"eval_batches", o.eval_batches},
-          {"seed", o.seed},         {"threads", o.threads}};
+  return {{"data", files},
+          {"vocab_size", o.vocab_size},
+          {"n_layer", o.model.n_layer},
+          {"n_head", o.model.n_head},
+          {"n_embd", o.model.n_embd},
+          {"n_positions", o.model.n_positions},
+          {"batch", o.batch},
+          {"seq", o.seq},
+          {"accum", o.accum},
+          {"steps", o.steps},
+          {"lr", o.lr},
+          {"min_lr", o.min_lr},
+          {"warmup", o.warmup},
+          {"weight_decay", o.weight_decay},
+          {"clip", o.clip},
+          {"val_fraction", o.val_fraction},
+          {"eval_every", o.eval_every},
+          {"eval_batches", o.eval_batches},
+          {"seed", o.seed},
+          {"threads", o.threads}};
 }
 
 json record_json(const TrainRecord& r) {
-  json j = {{"step", r.step}, {"loss", r.loss}, {"lr", r.lr}, {"grad_norm", r.grad_norm},
-            {"tokens_per_s", r.tokens_per_s}};
+  json j = {
+      {"step", r.step}, {"loss", r.loss}, {"lr", r.lr}, {"grad_norm", r.grad_norm}, {"tokens_per_s", r.tokens_per_s}};
   if (r.val_loss >= 0) j["val_loss"] = r.val_loss;
   return j;
 }
@@ -101,9 +114,10 @@ void TrainOptions::validate() const {
   need(warmup >= 0, "--warmup must be >= 0");
   need(weight_decay >= 0 && clip >= 0, "--weight-decay and --clip must be >= 0");
   need(val_fraction > 0 && val_fraction < 0.5, "--val-fraction must be in (0, 0.5)");
-  need(eval_every >= 1 && eval_batches >= 1 && save_every >= 1, "--eval-every, --eval-batches and --save-every must be at least 1");
-  need(seq <= model.n_positions, "--seq (" + std::to_string(seq) + ") exceeds the context --context (" +
-                                     std::to_string(model.n_positions) + ")");
+  need(eval_every >= 1 && eval_batches >= 1 && save_every >= 1,
+       "--eval-every, --eval-batches and --save-every must be at least 1");
+  need(seq <= model.n_positions,
+       "--seq (" + std::to_string(seq) + ") exceeds the context --context (" + std::to_string(model.n_positions) + ")");
   need(threads >= 0, "--threads must be >= 0");
 }
 
@@ -119,7 +133,8 @@ TrainResult train_gpt(const TrainOptions& opt, const TrainCallbacks& cb) {
   const bool resuming = opt.resume && fs::exists(state_path);
   if (opt.resume && !resuming) say("nothing to resume in " + opt.out.string() + ": starting a new run");
   if (!opt.resume && fs::exists(state_path))
-    throw Error(opt.out.string() + " already holds a training run (trainer.json); pass --resume to continue it "
+    throw Error(opt.out.string() +
+                " already holds a training run (trainer.json); pass --resume to continue it "
                 "or choose another --out");
 
   // Documents; every k-th is held out.
@@ -128,7 +143,8 @@ TrainResult train_gpt(const TrainOptions& opt, const TrainCallbacks& cb) {
   for (const auto& f : files) docs.push_back(read_file(f));
   const int k = std::max(2, static_cast<int>(std::lround(1.0 / opt.val_fraction)));
   std::vector<std::string_view> train_docs, val_docs;
-  for (std::size_t i = 0; i < docs.size(); ++i) ((i % k == static_cast<std::size_t>(k - 1)) ? val_docs : train_docs).push_back(docs[i]);
+  for (std::size_t i = 0; i < docs.size(); ++i)
+    ((i % k == static_cast<std::size_t>(k - 1)) ? val_docs : train_docs).push_back(docs[i]);
   // A single document (or too few for the split): hold out its tail instead.
   std::string_view tail_view;
   if (val_docs.empty()) {
@@ -217,7 +233,8 @@ TrainResult train_gpt(const TrainOptions& opt, const TrainCallbacks& cb) {
       const GptConfig& c = loaded.config();
       if (c.n_layer != cfg.n_layer || c.n_head != cfg.n_head || c.n_embd != cfg.n_embd ||
           c.n_positions != cfg.n_positions || c.vocab_size != cfg.vocab_size)
-        throw Error(opt.out.string() + ": the saved model's shape differs from the options given; resume with the "
+        throw Error(opt.out.string() +
+                    ": the saved model's shape differs from the options given; resume with the "
                     "same --layers/--heads/--embd/--context");
       model = std::make_unique<GptTrainable>(loaded);
     }
@@ -248,15 +265,19 @@ TrainResult train_gpt(const TrainOptions& opt, const TrainCallbacks& cb) {
   auto save = [&] {
     save_gpt2_checkpoint(opt.out, cfg, model->params(), {{"producer", "jomoim train"}, {"step", std::to_string(step)}});
     tok.save(opt.out);
-    const std::vector<TensorToWrite> t = {
-        {"m", {static_cast<std::int64_t>(adam->m().size())}, adam->m().data()},
-        {"v", {static_cast<std::int64_t>(adam->v().size())}, adam->v().data()}};
+    const std::vector<TensorToWrite> t = {{"m", {static_cast<std::int64_t>(adam->m().size())}, adam->m().data()},
+                                          {"v", {static_cast<std::int64_t>(adam->v().size())}, adam->v().data()}};
     write_safetensors(opt.out / "optimizer.safetensors", t);
     json hist = json::array();
     for (const auto& r : result.history) hist.push_back(record_json(r));
-    const json st = {{"version", 1}, {"step", step}, {"options", options_json(opt)}, {"history", hist},
-                     {"train_tokens", result.train_tokens}, {"val_tokens", result.val_tokens},
-                     {"bigram_val_loss", result.bigram_val_loss}, {"seconds", seconds_before + elapsed_now()}};
+    const json st = {{"version", 1},
+                     {"step", step},
+                     {"options", options_json(opt)},
+                     {"history", hist},
+                     {"train_tokens", result.train_tokens},
+                     {"val_tokens", result.val_tokens},
+                     {"bigram_val_loss", result.bigram_val_loss},
+                     {"seconds", seconds_before + elapsed_now()}};
     detail::write_text_atomic(state_path, st.dump(1) + "\n");
   };
 
@@ -300,7 +321,9 @@ TrainResult train_gpt(const TrainOptions& opt, const TrainCallbacks& cb) {
       fill_train(step, m);
       loss += model->loss_and_grad(window, B, T, 1.0 / opt.accum) / opt.accum;
     }
-    if (!std::isfinite(loss)) throw Error("training diverged at step " + std::to_string(step) + " (loss is " + std::to_string(loss) + "); lower --lr");
+    if (!std::isfinite(loss))
+      throw Error("training diverged at step " + std::to_string(step) + " (loss is " + std::to_string(loss) +
+                  "); lower --lr");
     TrainRecord r;
     r.grad_norm = clip_grad_norm(model->grads(), opt.clip);
     adam->step(*model, lr, AdamWOptions{lr, 0.9, 0.95, 1e-8, opt.weight_decay});

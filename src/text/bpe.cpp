@@ -17,11 +17,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "jomoim/text/tokenizer.hpp"
 #include "byte_alphabet.hpp"
+#include "jomoim/text/tokenizer.hpp"
+#include "jomoim/text/utf8.hpp"
 #include "pretokenize.hpp"
 #include "tokenizer_impl.hpp"
-#include "jomoim/text/utf8.hpp"
 
 namespace jomoim {
 namespace text {
@@ -31,8 +31,7 @@ std::string quote(std::string_view s) {
   const bool clipped = s.size() > kMax;
   std::string_view head = s.substr(0, kMax);
   // Do not cut a UTF-8 sequence in two.
-  while (clipped && !head.empty() && (static_cast<unsigned char>(s[head.size()]) & 0xC0) == 0x80)
-    head.remove_suffix(1);
+  while (clipped && !head.empty() && (static_cast<unsigned char>(s[head.size()]) & 0xC0) == 0x80) head.remove_suffix(1);
   std::string q = nlohmann::json(std::string(head)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   if (clipped) q.insert(q.size() - 1, "...");
   return q;
@@ -64,8 +63,7 @@ std::shared_ptr<const Tokenizer::Impl> build_tokenizer(std::vector<std::string> 
     if (t.empty()) throw Error(where + " is the empty string");
     if (!is_valid_utf8(t)) throw Error(where + " " + quote(t) + " is not valid UTF-8");
     const auto [it, fresh] = impl->ids.emplace(t, std::int32_t(id));
-    if (!fresh)
-      throw Error(where + " " + quote(t) + " repeats token " + std::to_string(it->second));
+    if (!fresh) throw Error(where + " " + quote(t) + " repeats token " + std::to_string(it->second));
     // A token outside the byte alphabet (a special token such as "<pad> x") stands for its
     // own UTF-8 bytes, as Hugging Face's byte-level decoder treats it.
     if (!unicode_to_bytes_into(t, impl->bytes[id])) impl->bytes[id] = t;
@@ -75,8 +73,8 @@ std::shared_ptr<const Tokenizer::Impl> build_tokenizer(std::vector<std::string> 
     if (it == impl->ids.end()) {
       char hex[8];
       std::snprintf(hex, sizeof hex, "0x%02X", b);
-      throw Error(origin.vocab + ": no token for byte " + hex + " (" + quote(byte_token(static_cast<unsigned char>(b))) +
-                  "); a byte-level BPE needs all 256 byte tokens");
+      throw Error(origin.vocab + ": no token for byte " + hex + " (" +
+                  quote(byte_token(static_cast<unsigned char>(b))) + "); a byte-level BPE needs all 256 byte tokens");
     }
     impl->byte_id[b] = it->second;
   }
@@ -95,16 +93,14 @@ std::shared_ptr<const Tokenizer::Impl> build_tokenizer(std::vector<std::string> 
       if (!impl->ids.contains(*part)) throw problem("token " + quote(*part) + " is not in the vocabulary");
     }
     const auto result = impl->ids.find(left + right);
-    if (result == impl->ids.end())
-      throw problem("its result " + quote(left + right) + " is not in the vocabulary");
+    if (result == impl->ids.end()) throw problem("its result " + quote(left + right) + " is not in the vocabulary");
     const std::uint64_t key = Tokenizer::Impl::pair_key(impl->ids.find(left)->second, impl->ids.find(right)->second);
     const auto [it, fresh] = impl->merge_of.emplace(key, Tokenizer::Impl::Merge{std::uint32_t(rank), result->second});
     if (!fresh) throw problem("repeats the merge of rank " + std::to_string(it->second.rank));
   }
   impl->tokens = std::move(tokens);
   impl->merges = std::move(merges);
-  if (const auto it = impl->ids.find(std::string_view("<|endoftext|>")); it != impl->ids.end())
-    impl->eos = it->second;
+  if (const auto it = impl->ids.find(std::string_view("<|endoftext|>")); it != impl->ids.end()) impl->eos = it->second;
   return impl;
 }
 
@@ -253,12 +249,14 @@ std::vector<std::int32_t> encode_prompt(const Tokenizer& tok, std::string_view t
                                         std::string_view what) {
   std::vector<std::int32_t> ids = tok.encode(text);
   if (ids.empty()) {
-    if (auto eos = tok.eos_id()) ids.push_back(*eos);
-    else throw Error(std::string(what) + " is empty and the vocabulary has no <|endoftext|> token to start from");
+    if (auto eos = tok.eos_id())
+      ids.push_back(*eos);
+    else
+      throw Error(std::string(what) + " is empty and the vocabulary has no <|endoftext|> token to start from");
   }
   if (static_cast<std::int64_t>(ids.size()) > context)
-    throw Error(std::string(what) + " has " + std::to_string(ids.size()) + " tokens, more than the model's context of " +
-                std::to_string(context));
+    throw Error(std::string(what) + " has " + std::to_string(ids.size()) +
+                " tokens, more than the model's context of " + std::to_string(context));
   for (auto id : ids)
     if (id < 0 || id >= vocab_size)
       throw Error("the tokenizer produced id " + std::to_string(id) + " but the model's vocabulary has " +

@@ -49,7 +49,8 @@ Tokenizer train_bpe(std::span<const std::string_view> texts, const BpeTrainOptio
 
   std::unordered_map<Pair, std::int64_t> pairs;
   for (std::size_t w = 0; w < words.size(); ++w)
-    for (std::size_t i = 0; i + 1 < words[w].size(); ++i) pairs[make_pair_key(words[w][i], words[w][i + 1])] += counts[w];
+    for (std::size_t i = 0; i + 1 < words[w].size(); ++i)
+      pairs[make_pair_key(words[w][i], words[w][i + 1])] += counts[w];
 
   std::vector<std::pair<std::string, std::string>> merges;
   std::unordered_map<std::string, std::int32_t> id_of;

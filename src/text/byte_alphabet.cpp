@@ -9,8 +9,8 @@
 #include <string>
 #include <string_view>
 
-#include "jomoim/text/tokenizer.hpp"
 #include "byte_alphabet.hpp"
+#include "jomoim/text/tokenizer.hpp"
 #include "jomoim/text/utf8.hpp"
 
 namespace jomoim {
@@ -74,12 +74,11 @@ std::string unicode_to_bytes(std::string_view s) {
   char32_t cp = 0;
   for (std::size_t i = 0; i < s.size();) {
     const std::size_t n = text::utf8_sequence(s, i, &cp);
-    if (n == 0)
-      throw Error("unicode_to_bytes: invalid UTF-8 at byte " + std::to_string(i));
+    if (n == 0) throw Error("unicode_to_bytes: invalid UTF-8 at byte " + std::to_string(i));
     std::string one;
     if (!text::unicode_to_bytes_into(s.substr(i, n), one))
-      throw Error("unicode_to_bytes: character " + text::code_point_name(cp) + " at byte " +
-                  std::to_string(i) + " is not in GPT-2's byte alphabet");
+      throw Error("unicode_to_bytes: character " + text::code_point_name(cp) + " at byte " + std::to_string(i) +
+                  " is not in GPT-2's byte alphabet");
     i += n;
   }
   throw Error("unicode_to_bytes: internal error");  // unreachable

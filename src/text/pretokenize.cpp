@@ -18,19 +18,22 @@
 #include <string>
 
 #include "jomoim/core/tensor.hpp"
-#include "pretokenize.hpp"
 #include "jomoim/text/utf8.hpp"
+#include "pretokenize.hpp"
 
 namespace jomoim::text {
 namespace {
 
-#define JOMOIM_WS "\\t-\\r\\x{20}\\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}"
+#define JOMOIM_WS \
+  "\\t-\\r\\x{20}\\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}"
 constexpr char kPattern[] =
     "'s|'t|'re|'ve|'m|'ll|'d"
     "| ?\\p{L}+"
     "| ?\\p{N}+"
-    "| ?[^" JOMOIM_WS "\\p{L}\\p{N}]+"
-    "|[" JOMOIM_WS "]+(?![^" JOMOIM_WS "])"
+    "| ?[^" JOMOIM_WS
+    "\\p{L}\\p{N}]+"
+    "|[" JOMOIM_WS "]+(?![^" JOMOIM_WS
+    "])"
     "|[" JOMOIM_WS "]+";
 #undef JOMOIM_WS
 
@@ -47,8 +50,7 @@ class Pattern {
     PCRE2_SIZE offset = 0;
     code_ = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(kPattern), PCRE2_ZERO_TERMINATED,
                           PCRE2_UTF | PCRE2_UCP | PCRE2_ANCHORED | PCRE2_NO_UTF_CHECK, &err, &offset, nullptr);
-    if (!code_)
-      throw Error("pretokenize: PCRE2 cannot compile GPT-2's pattern: " + pcre2_message(err));
+    if (!code_) throw Error("pretokenize: PCRE2 cannot compile GPT-2's pattern: " + pcre2_message(err));
     // JIT is an optimisation: where it is unavailable pcre2_match interprets the pattern.
     pcre2_jit_compile(code_, PCRE2_JIT_COMPLETE);
   }
@@ -66,10 +68,9 @@ class Pattern {
     while (at < s.size()) {
       // Anchored (compiled so, which JIT supports): every character is matched by some
       // alternative, so the next piece starts exactly where the previous one ended.
-      const int rc = pcre2_match(code_, subject, s.size(), at, PCRE2_NO_UTF_CHECK,
-                                 md.get(), nullptr);
-      if (rc < 0) throw Error("pretokenize: PCRE2 match failed at byte " + std::to_string(at) + ": " +
-                              pcre2_message(rc));
+      const int rc = pcre2_match(code_, subject, s.size(), at, PCRE2_NO_UTF_CHECK, md.get(), nullptr);
+      if (rc < 0)
+        throw Error("pretokenize: PCRE2 match failed at byte " + std::to_string(at) + ": " + pcre2_message(rc));
       const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md.get());
       if (ov[0] != at || ov[1] <= at)
         throw Error("pretokenize: PCRE2 returned an empty or misplaced piece at byte " + std::to_string(at));

@@ -105,8 +105,8 @@ std::vector<std::string> parse_vocab(std::string_view bytes, const std::string& 
   for (std::size_t i = 0; i < entries.size(); ++i) {
     if (entries[i].second != i)
       throw Error(name + ": no token has id " + std::to_string(i) + " (ids must be 0.." +
-                  std::to_string(entries.size() - 1) + " for " + std::to_string(entries.size()) +
-                  " tokens; " + quote(entries[i].first) + " has " + std::to_string(entries[i].second) + ")");
+                  std::to_string(entries.size() - 1) + " for " + std::to_string(entries.size()) + " tokens; " +
+                  quote(entries[i].first) + " has " + std::to_string(entries[i].second) + ")");
     tokens.push_back(std::move(entries[i].first));
   }
   return tokens;
@@ -134,8 +134,8 @@ std::vector<std::pair<std::string, std::string>> parse_merges(std::string_view b
     const std::size_t space = line.find(' ');
     if (space == 0 || space == std::string_view::npos || space + 1 == line.size() ||
         line.find(' ', space + 1) != std::string_view::npos)
-      throw Error(name + " line " + std::to_string(line_no) +
-                  ": expected two tokens separated by one space, found " + quote(line));
+      throw Error(name + " line " + std::to_string(line_no) + ": expected two tokens separated by one space, found " +
+                  quote(line));
     merges.emplace_back(std::string(line.substr(0, space)), std::string(line.substr(space + 1)));
   }
   return merges;

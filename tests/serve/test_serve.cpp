@@ -28,8 +28,8 @@
 #include "serve/static_files.hpp"
 
 namespace fs = std::filesystem;
-using nlohmann::json;
 using jomoim::serve::ExplorerServer;
+using nlohmann::json;
 
 namespace {
 
@@ -54,9 +54,9 @@ struct AssetTree {
     write(root / ".hidden", "hidden");
     write(base / "secret.txt", kSecret);
     write(base / "outside" / "secret.txt", kSecret);
-    fs::create_symlink(base / "secret.txt", root / "escape.txt");       // a link out: refused
-    fs::create_directory_symlink(base / "outside", root / "outdir");   // a folder link out: refused
-    fs::create_symlink(root / "sub" / "notes.txt", root / "inner.txt"); // a link inside: served
+    fs::create_symlink(base / "secret.txt", root / "escape.txt");        // a link out: refused
+    fs::create_directory_symlink(base / "outside", root / "outdir");     // a folder link out: refused
+    fs::create_symlink(root / "sub" / "notes.txt", root / "inner.txt");  // a link inside: served
     root = fs::canonical(root);
   }
   ~AssetTree() {
@@ -86,9 +86,7 @@ std::string raw_request(int port, const std::string& request) {
 std::string raw_get(int port, const std::string& target) {
   return raw_request(port, "GET " + target + " HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
 }
-int status_of(const std::string& response) {
-  return response.size() > 12 ? std::atoi(response.c_str() + 9) : -1;
-}
+int status_of(const std::string& response) { return response.size() > 12 ? std::atoi(response.c_str() + 9) : -1; }
 
 class ServeTest : public ::testing::Test {
  protected:
@@ -243,8 +241,7 @@ TEST_F(ServeTest, BadRequestsGet4xxWithAMessage) {
       {"unknown field", R"({"prompt": "a", "temperature": 1})", 400, "unknown field \"temperature\""},
       {"prompt not a string", R"({"prompt": 42})", 400, "\"prompt\" must be a string"},
       {"prompt over the byte limit", json{{"prompt", std::string(1001, 'a')}}.dump(), 400, "limit is 1000"},
-      {"prompt over the context", json{{"prompt", many_tokens}}.dump(), 400,
-       "the model's context is "},
+      {"prompt over the context", json{{"prompt", many_tokens}}.dump(), 400, "the model's context is "},
       {"compare over the context", json{{"prompt", "a"}, {"compare", many_tokens}}.dump(), 400, "\"compare\" has"},
       {"layer out of range", R"({"prompt": "a", "layer": 2})", 400, "\"layer\" must be in 0..1"},
       {"negative head", R"({"prompt": "a", "head": -1})", 400, "\"head\" must be in 0..3"},
@@ -288,12 +285,21 @@ TEST_F(ServeTest, BadRequestsGet4xxWithAMessage) {
 
 TEST_F(ServeTest, UnknownPathsAndWrongMethods) {
   httplib::Client c("127.0.0.1", port_);
-  struct Case { std::string method, path; int status; };
-  for (const Case& k : std::vector<Case>{{"GET", "/api/explain", 405}, {"GET", "/api/tokenize", 405},
-                                         {"POST", "/api/health", 405}, {"POST", "/api/model", 405},
-                                         {"POST", "/api/nope", 404}, {"GET", "/api/nope", 404},
-                                         {"GET", "/api", 404}, {"GET", "/nope.html", 404},
-                                         {"POST", "/index.html", 404}, {"DELETE", "/", 405}, {"PUT", "/api/explain", 405}}) {
+  struct Case {
+    std::string method, path;
+    int status;
+  };
+  for (const Case& k : std::vector<Case>{{"GET", "/api/explain", 405},
+                                         {"GET", "/api/tokenize", 405},
+                                         {"POST", "/api/health", 405},
+                                         {"POST", "/api/model", 405},
+                                         {"POST", "/api/nope", 404},
+                                         {"GET", "/api/nope", 404},
+                                         {"GET", "/api", 404},
+                                         {"GET", "/nope.html", 404},
+                                         {"POST", "/index.html", 404},
+                                         {"DELETE", "/", 405},
+                                         {"PUT", "/api/explain", 405}}) {
     SCOPED_TRACE(k.method + " " + k.path);
     httplib::Result r = k.method == "GET"    ? c.Get(k.path.c_str())
                         : k.method == "POST" ? c.Post(k.path.c_str(), "{}", "application/json")
@@ -307,7 +313,11 @@ TEST_F(ServeTest, UnknownPathsAndWrongMethods) {
 }
 
 TEST_F(ServeTest, ServesTheAssetsWithTheirTypes) {
-  struct Case { const char* path; const char* type; const char* body; };
+  struct Case {
+    const char* path;
+    const char* type;
+    const char* body;
+  };
   for (const Case& k : std::vector<Case>{{"/", "text/html; charset=utf-8", "<!doctype html>"},
                                          {"/index.html", "text/html; charset=utf-8", "<!doctype html>"},
                                          {"/app.js", "text/javascript; charset=utf-8", "export const"},
@@ -324,11 +334,27 @@ TEST_F(ServeTest, ServesTheAssetsWithTheirTypes) {
 }
 
 TEST_F(ServeTest, NoFileOutsideTheAssetFolder) {
-  for (const std::string& target : std::vector<std::string>{"/../secret.txt", "/../../secret.txt", "/%2e%2e/secret.txt", "/%2E%2E/secret.txt", "/..%2fsecret.txt",
-        "/%2e%2e%2fsecret.txt", "/sub/../../secret.txt", "/sub/%2e%2e/%2e%2e/secret.txt", "/%252e%252e/secret.txt",
-        "/..%5csecret.txt", "/sub\\..\\..\\secret.txt", "/escape.txt", "/outdir/secret.txt", "/.hidden",
-        "/./index.html", "//secret.txt", "/index.html%00.txt", "/sub/", std::string("/") + assets_->base.string() + "/secret.txt",
-        "/" + fs::relative(assets_->base / "secret.txt", "/").string()}) {
+  for (const std::string& target :
+       std::vector<std::string>{"/../secret.txt",
+                                "/../../secret.txt",
+                                "/%2e%2e/secret.txt",
+                                "/%2E%2E/secret.txt",
+                                "/..%2fsecret.txt",
+                                "/%2e%2e%2fsecret.txt",
+                                "/sub/../../secret.txt",
+                                "/sub/%2e%2e/%2e%2e/secret.txt",
+                                "/%252e%252e/secret.txt",
+                                "/..%5csecret.txt",
+                                "/sub\\..\\..\\secret.txt",
+                                "/escape.txt",
+                                "/outdir/secret.txt",
+                                "/.hidden",
+                                "/./index.html",
+                                "//secret.txt",
+                                "/index.html%00.txt",
+                                "/sub/",
+                                std::string("/") + assets_->base.string() + "/secret.txt",
+                                "/" + fs::relative(assets_->base / "secret.txt", "/").string()}) {
     SCOPED_TRACE(target);
     const std::string res = raw_get(port_, target);
     const int status = status_of(res);
@@ -374,7 +400,8 @@ TEST(ServeRequest, DefaultsAndEveryField) {
   EXPECT_EQ(r.options.top, jomoim::ExplainOptions{}.top);
   r = jomoim::serve::parse_explain_request(
       R"({"prompt": "", "compare": "y", "layer": 1, "head": 3, "notation": "3b1b", "silence": [47, 0],
-          "swap_qk": true, "top": 100, "matrices": false})", shape);
+          "swap_qk": true, "top": 100, "matrices": false})",
+      shape);
   EXPECT_EQ(r.prompt, "");
   EXPECT_EQ(r.options.compare, "y");
   EXPECT_EQ(r.options.layer, 1);
@@ -420,9 +447,9 @@ TEST(ServeStaticFiles, ResolvesOnlyPlainPathsInside) {
   EXPECT_EQ(resolve_asset(t.root, "/"), t.root / "index.html");
   EXPECT_EQ(resolve_asset(t.root, "/app.js"), t.root / "app.js");
   EXPECT_EQ(resolve_asset(t.root, "/inner.txt"), t.root / "sub" / "notes.txt");
-  for (const char* bad : {"", "app.js", "/..", "/../secret.txt", "/sub/../app.js", "/./app.js", "//app.js",
-                          "/sub//notes.txt", "/.hidden", "/escape.txt", "/outdir/secret.txt", "/sub", "/missing",
-                          "/sub\\notes.txt"})
+  for (const char* bad :
+       {"", "app.js", "/..", "/../secret.txt", "/sub/../app.js", "/./app.js", "//app.js", "/sub//notes.txt", "/.hidden",
+        "/escape.txt", "/outdir/secret.txt", "/sub", "/missing", "/sub\\notes.txt"})
     EXPECT_FALSE(resolve_asset(t.root, bad)) << bad;
   EXPECT_FALSE(resolve_asset(t.root, std::string_view("/app.js\0x", 9)));
   EXPECT_EQ(jomoim::serve::content_type_for("a/B.JS"), "text/javascript; charset=utf-8");

@@ -55,8 +55,8 @@ AttentionRun bench_attention(Workload& w, const BenchOptions& o, int threads) {
   }
   r.peak_reset = reset_peak_rss() && r.peak_reset;
   const double rss_timing = current_rss_mib();
-  r.timing = time_calls([&] { attention(w.qv(), w.kv(), w.vv(), w.outv(), w.options(threads)); },
-                        o.warmup, o.reps, o.min_time);
+  r.timing = time_calls([&] { attention(w.qv(), w.kv(), w.vv(), w.outv(), w.options(threads)); }, o.warmup, o.reps,
+                        o.min_time);
   const double peak_timing = peak_rss_mib();
   r.repeat_bitwise = hash_bits(w.out) == first_hash;  // same inputs, same threads: same bits
   r.peak_rss_mib = std::max(r.peak_rss_mib, peak_timing);
@@ -70,11 +70,11 @@ Json attention_json(const Workload& w, const AttentionRun& r, int threads) {
   Json j;
   j["kind"] = "attention";
   j["status"] = r.check.ok ? "ok" : "wrong";
-  for (auto [key, value] : {std::pair{"b", w.B}, {"hq", w.Hq}, {"hkv", w.Hkv}, {"nq", w.Nq},
-                            {"nk", w.Nk}, {"d", w.D}, {"dv", w.Dv}})
+  for (auto [key, value] :
+       {std::pair{"b", w.B}, {"hq", w.Hq}, {"hkv", w.Hkv}, {"nq", w.Nq}, {"nk", w.Nk}, {"d", w.D}, {"dv", w.Dv}})
     j[key] = value;
   // The same shape under the names of the command-line flags, and as docs/design.md's letters.
-  j["shape"] = {{"batch", w.B}, {"heads", w.Hq}, {"kv_heads", w.Hkv}, {"q_len", w.Nq},
+  j["shape"] = {{"batch", w.B},   {"heads", w.Hq},   {"kv_heads", w.Hkv}, {"q_len", w.Nq},
                 {"kv_len", w.Nk}, {"head_dim", w.D}, {"value_dim", w.Dv}};
   j["causal"] = w.causal;
   j["threads"] = threads;

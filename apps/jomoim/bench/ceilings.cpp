@@ -32,8 +32,8 @@ Sgemm bench_sgemm(Index n, int threads, double min_time) {
     for (float& e : *x) e = uni(rng);
   const Timing t = time_calls(
       [&] {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(n), int(n), int(n), 1.f,
-                    a.data(), int(n), b.data(), int(n), 0.f, c.data(), int(n));
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(n), int(n), int(n), 1.f, a.data(), int(n), b.data(),
+                    int(n), 0.f, c.data(), int(n));
       },
       1, 3, min_time);
   const double flop = 2.0 * double(n) * double(n) * double(n);
@@ -50,8 +50,7 @@ Copy bench_copy(Index mib, int threads) {
   auto copy_all = [&](bool init) {
 #pragma omp parallel num_threads(threads)
     {
-      const std::size_t t = std::size_t(omp_get_thread_num()),
-                        nt = std::size_t(omp_get_num_threads());
+      const std::size_t t = std::size_t(omp_get_thread_num()), nt = std::size_t(omp_get_num_threads());
       const std::size_t lo = n * t / nt, hi = n * (t + 1) / nt;
       if (init) {  // first touch by the thread that later copies the same pages
         std::memset(src.get() + lo, int(t + 1), hi - lo);
@@ -73,9 +72,12 @@ Copy bench_copy(Index mib, int threads) {
 }
 
 Json sgemm_json(const Sgemm& g, int threads) {
-  return Json{{"kind", "sgemm"},    {"n", g.n},
-              {"threads", threads}, {"median_ms", g.median_ms},
-              {"gflops", g.gflops}, {"gflops_best", g.gflops_best},
+  return Json{{"kind", "sgemm"},
+              {"n", g.n},
+              {"threads", threads},
+              {"median_ms", g.median_ms},
+              {"gflops", g.gflops},
+              {"gflops_best", g.gflops_best},
               {"openblas_core", openblas_get_corename()}};
 }
 Json copy_json(const Copy& c, int threads) {
@@ -112,8 +114,7 @@ void print_ceilings(const BenchOptions& o, bool sgemm, bool copy, bool fma, int 
           active_simd_target().c_str(), threads, f.best_gflops, f.median_gflops);
   }
   if (sgemm) {
-    if (!o.json)
-      std::fprintf(stderr, "bench: timing OpenBLAS sgemm n=%lld ...\n", (long long)o.sgemm_n);
+    if (!o.json) std::fprintf(stderr, "bench: timing OpenBLAS sgemm n=%lld ...\n", (long long)o.sgemm_n);
     const Sgemm g = bench_sgemm(o.sgemm_n, threads, o.min_time);
     if (o.json)
       std::printf("%s\n", sgemm_json(g, threads).dump().c_str());

@@ -37,8 +37,7 @@ struct WorstError {
 };
 
 std::string index_string(const char* name, Index a, Index b, Index c, Index d = -1) {
-  std::string s = std::string(name) + "[" + std::to_string(a) + ", " + std::to_string(b) + ", " +
-                  std::to_string(c);
+  std::string s = std::string(name) + "[" + std::to_string(a) + ", " + std::to_string(b) + ", " + std::to_string(c);
   return s + (d >= 0 ? ", " + std::to_string(d) : "") + "]";
 }
 
@@ -49,8 +48,7 @@ constexpr Index kFullCheckMaxScores = Index(1) << 20;
 // Rows (b, h, i) checked one at a time through views into the big buffers: query row i of head
 // h against the keys it may see, as a [1, 1, 1, D] x [1, 1, visible, D] problem without a mask.
 // Only for what the bench command itself builds (paper layout, no bias, no key lengths).
-CheckResult check_sampled(Workload& w, const AttentionShape& s, const Tolerance& tol,
-                          unsigned seed) {
+CheckResult check_sampled(Workload& w, const AttentionShape& s, const Tolerance& tol, unsigned seed) {
   std::vector<Index> bs{0, w.B - 1}, hs{0, w.Hq / 2, w.Hq - 1}, is{0, 1, w.Nq / 2, w.Nq - 1};
   std::mt19937 rng(seed + 1);
   for (int extra = 0; extra < 4; ++extra) is.push_back(Index(rng() % std::uint64_t(w.Nq)));
@@ -77,8 +75,7 @@ CheckResult check_sampled(Workload& w, const AttentionShape& s, const Tolerance&
         AttentionOptions ro;
         ro.scale = s.scale;
         const ReferenceResult r = attention_reference(qr, kr, vr, ro);
-        for (Index e = 0; e < w.Dv; ++e)
-          err.add(o(b, h, i, e), r.out[std::size_t(e)], index_string("out", b, h, i, e));
+        for (Index e = 0; e < w.Dv; ++e) err.add(o(b, h, i, e), r.out[std::size_t(e)], index_string("out", b, h, i, e));
         ++rows;
       }
   return {std::to_string(rows) + " rows", err.err, tol.out, err.err <= tol.out, err.where};
@@ -110,18 +107,13 @@ CheckResult compare_full(const Workload& w, const ReferenceResult& r, const Tole
       for (Index i = 0; i < w.Nq; ++i) {
         const Index row = (b * w.Hq + h) * w.Nq + i;
         for (Index e = 0; e < w.Dv; ++e)
-          out_err.add(o(b, h, i, e), r.out[std::size_t(row * w.Dv + e)],
-                      index_string("out", b, h, i, e));
-        if (w.with_lse)
-          lse_err.add(w.lse[std::size_t(row)], r.lse[std::size_t(row)],
-                      index_string("lse", b, h, i));
+          out_err.add(o(b, h, i, e), r.out[std::size_t(row * w.Dv + e)], index_string("out", b, h, i, e));
+        if (w.with_lse) lse_err.add(w.lse[std::size_t(row)], r.lse[std::size_t(row)], index_string("lse", b, h, i));
       }
   // Report whichever of the two is closer to (or further past) its tolerance.
   if (w.with_lse && lse_err.err / tol.lse > out_err.err / tol.out)
-    return {"full", lse_err.err, tol.lse, lse_err.err <= tol.lse && out_err.err <= tol.out,
-            lse_err.where};
-  return {"full", out_err.err, tol.out, out_err.err <= tol.out && lse_err.err <= tol.lse,
-          out_err.where};
+    return {"full", lse_err.err, tol.lse, lse_err.err <= tol.lse && out_err.err <= tol.out, lse_err.where};
+  return {"full", out_err.err, tol.out, out_err.err <= tol.out && lse_err.err <= tol.lse, out_err.where};
 }
 
 CheckResult check_output(Workload& w, unsigned seed) {

@@ -21,8 +21,7 @@ struct BenchOptions {
   double min_time = 1.0;  // seconds of timed calls, at least
   std::string target;
   unsigned seed = 42;
-  bool json = false, sgemm = false, copy = false, fma = false, ceilings_only = false, quick = false,
-       no_check = false;
+  bool json = false, sgemm = false, copy = false, fma = false, ceilings_only = false, quick = false, no_check = false;
   Index sgemm_n = 2048;  // large enough that OpenBLAS runs at its plateau on 1-2 cores
   Index copy_mib = 256;  // per buffer: far beyond any cache, as a KV cache would be
 };

@@ -28,8 +28,8 @@ bool quick_self_check(const BenchOptions& o, int threads) {
   std::string target_list;
   for (const auto& t : targets) target_list += (target_list.empty() ? "" : ",") + t;
   if (!o.json)
-    std::printf("self-check against the float64 reference (targets %s; 1 and %d threads)\n",
-                target_list.c_str(), threads);
+    std::printf("self-check against the float64 reference (targets %s; 1 and %d threads)\n", target_list.c_str(),
+                threads);
   const std::vector<cases::Case> checks = cases::used_by(cases::kQuickCheck);
   int name_width = 0;
   for (const cases::Case& c : checks) name_width = std::max(name_width, int(c.name.size()));
@@ -47,8 +47,7 @@ bool quick_self_check(const BenchOptions& o, int threads) {
         set_simd_target(target);
         w.run(t);
         const CheckResult r = compare_full(w, ref, tol);
-        if ((!r.ok && worst.ok) ||
-            (r.ok == worst.ok && r.max_err / r.tol > worst.max_err / worst.tol)) {
+        if ((!r.ok && worst.ok) || (r.ok == worst.ok && r.max_err / r.tol > worst.max_err / worst.tol)) {
           worst = r;
           worst_run = target + ", " + std::to_string(t) + " thread" + (t > 1 ? "s" : "");
         }
@@ -66,9 +65,8 @@ bool quick_self_check(const BenchOptions& o, int threads) {
                               .dump()
                               .c_str());
     } else {
-      std::printf("  %s  %-*s %-30s max err %.1e (tol %.1e, worst on %s)\n",
-                  worst.ok ? "PASS" : "FAIL", name_width, w.name.c_str(),
-                  w.shape_label().c_str(), worst.max_err, worst.tol, worst_run.c_str());
+      std::printf("  %s  %-*s %-30s max err %.1e (tol %.1e, worst on %s)\n", worst.ok ? "PASS" : "FAIL", name_width,
+                  w.name.c_str(), w.shape_label().c_str(), worst.max_err, worst.tol, worst_run.c_str());
       if (!worst.ok) std::printf("        %s, seed %u\n", worst.worst.c_str(), o.seed);
     }
   }
@@ -89,8 +87,7 @@ void run_quick(const BenchOptions& base) {
   for (const cases::Case& c : cases::used_by(cases::kQuickTiming)) {
     Workload w = Workload::from_case(c, false);
     w.allocate(o.seed);
-    std::fprintf(stderr, "bench: timing %s%s ...\n", w.shape_label().c_str(),
-                 w.causal ? " causal" : "");
+    std::fprintf(stderr, "bench: timing %s%s ...\n", w.shape_label().c_str(), w.causal ? " causal" : "");
     AttentionRun r = bench_attention(w, o, threads);
     timing_checks_pass = timing_checks_pass && r.check.ok;
     if (o.json) std::printf("%s\n", attention_json(w, r, threads).dump().c_str());
@@ -107,27 +104,26 @@ void run_quick(const BenchOptions& base) {
         "\ntiming, %d threads, target %s (median of >= %d calls and %.2f s; sgemm ceiling "
         "%.1f GFLOP/s at n=%lld, fastest call)\n",
         threads, active_simd_target().c_str(), o.reps, o.min_time, g.gflops_best, (long long)g.n);
-    std::printf("  %-36s %-6s %10s %8s %8s %7s %10s\n", "shape", "causal", "median ms", "GFLOP/s",
-                "% sgemm", "GB/s", "extra MiB");
+    std::printf("  %-36s %-6s %10s %8s %8s %7s %10s\n", "shape", "causal", "median ms", "GFLOP/s", "% sgemm", "GB/s",
+                "extra MiB");
     bool above_ceiling = false;
     for (const auto& [w, r] : results) {
       if (!r.check.ok) {
-        std::printf("  %-36s %-6s FAIL: %s\n", w.shape_label().c_str(), w.causal ? "yes" : "no",
-                    r.check.worst.c_str());
+        std::printf("  %-36s %-6s FAIL: %s\n", w.shape_label().c_str(), w.causal ? "yes" : "no", r.check.worst.c_str());
         continue;
       }
       above_ceiling = above_ceiling || r.gflops > g.gflops_best;
-      std::printf("  %-36s %-6s %10s %8.1f %7.1f%% %7.1f %10.1f\n", w.shape_label().c_str(),
-                  w.causal ? "yes" : "no", format_ms(r.timing.median_ms).c_str(), r.gflops,
-                  100.0 * r.gflops / g.gflops_best, r.gbs, r.extra_mib);
+      std::printf("  %-36s %-6s %10s %8.1f %7.1f%% %7.1f %10.1f\n", w.shape_label().c_str(), w.causal ? "yes" : "no",
+                  format_ms(r.timing.median_ms).c_str(), r.gflops, 100.0 * r.gflops / g.gflops_best, r.gbs,
+                  r.extra_mib);
     }
     if (above_ceiling)
-      std::printf("  (above 100%%: the sgemm ceiling was measured while other work used the cores; "
-                  "run again on a quiet machine)\n");
+      std::printf(
+          "  (above 100%%: the sgemm ceiling was measured while other work used the cores; "
+          "run again on a quiet machine)\n");
   }
   if (!checks_pass || !timing_checks_pass)
-    throw Error(
-        "bench --quick: the fast path disagrees with the float64 reference (see FAIL above)");
+    throw Error("bench --quick: the fast path disagrees with the float64 reference (see FAIL above)");
 }
 
 }  // namespace jomoim::cli::bench

@@ -8,9 +8,7 @@
 
 namespace jomoim::cli::bench {
 
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 Timing time_calls(const std::function<void()>& call, int warmup, int reps, double min_time) {
   for (int i = 0; i < warmup; ++i) call();
@@ -29,12 +27,7 @@ Timing time_calls(const std::function<void()>& call, int warmup, int reps, doubl
 
 std::string format_ms(double ms) {
   char buf[32];
-  std::snprintf(buf, sizeof buf,
-                ms >= 100  ? "%.0f"
-                : ms >= 10 ? "%.1f"
-                : ms >= 1  ? "%.2f"
-                           : "%.3f",
-                ms);
+  std::snprintf(buf, sizeof buf, ms >= 100 ? "%.0f" : ms >= 10 ? "%.1f" : ms >= 1 ? "%.2f" : "%.3f", ms);
   return buf;
 }
 

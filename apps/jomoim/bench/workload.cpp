@@ -8,8 +8,7 @@
 namespace jomoim::cli::bench {
 
 Workload Workload::from_case(const cases::Case& c, bool with_lse) {
-  if (!c.natural_memory())
-    throw Error("bench: case " + c.name + " needs memory layouts the bench does not lay out");
+  if (!c.natural_memory()) throw Error("bench: case " + c.name + " needs memory layouts the bench does not lay out");
   Workload w;
   w.name = c.name;
   w.B = c.n.B, w.Hq = c.n.Hq, w.Hkv = c.n.Hkv, w.Nq = c.n.Nq, w.Nk = c.n.Nk;
@@ -53,9 +52,8 @@ void Workload::allocate(unsigned seed) {
     }
   }
   if (key_kind != cases::KeyLens::none)
-    key_lengths = cases::key_lengths_of(key_kind, B, Nk, [&](Index n) {
-      return n <= 0 ? Index(0) : Index(rng() % std::uint64_t(n));
-    });
+    key_lengths = cases::key_lengths_of(key_kind, B, Nk,
+                                        [&](Index n) { return n <= 0 ? Index(0) : Index(rng() % std::uint64_t(n)); });
 }
 
 ConstTensor4 Workload::view(const std::vector<float>& x, Index H, Index N, Index E) const {
@@ -80,8 +78,7 @@ AttentionOptions Workload::options(int threads) {
   o.notation = notation;
   o.threads = threads;
   if (bias_kind != cases::BiasKind::none) {
-    ConstTensor4 b = ConstTensor4::contiguous(
-        bias.data(), cases::bias_shape(bias_kind, {B, Hq, Hkv, Nq, Nk, D, Dv}));
+    ConstTensor4 b = ConstTensor4::contiguous(bias.data(), cases::bias_shape(bias_kind, {B, Hq, Hkv, Nq, Nk, D, Dv}));
     for (int d = 0; d < 4; ++d)
       if (b.shape[d] == 1) b.strides[d] = 0;  // broadcast
     o.bias = b;

@@ -31,8 +31,8 @@
 // the output accumulator), where the tile shape Bq x Bk is 64 x 256, 32 x 32 (short causal)
 // or 256 x 64 (long non-causal, D >= 128; these also keep the accumulator transposed, Bq*Dv
 // floats more): 417 KiB at D = Dv = 128 with 64 x 256, 643 KiB with 256 x 64. It is
-// allocated on the thread's first call, grown only when a later call needs more, and reused. The decode path (few query rows, many keys, several threads)
-// also keeps, per calling thread and likewise reused, a buffer of partial results of
+// allocated on the thread's first call, grown only when a later call needs more, and reused. The decode path (few query
+// rows, many keys, several threads) also keeps, per calling thread and likewise reused, a buffer of partial results of
 // units * Bq * (Dv + 2) floats, where units is below 8 * threads. The probs output is the
 // only N x N memory, and it is the caller's.
 // attention_reference() allocates Nk doubles and its B*Hq*Nq*(Dv + Nk + 1) result.
@@ -55,19 +55,18 @@ namespace jomoim {
 
 struct AttentionOptions {
   bool causal = false;
-  std::optional<float> scale;              // default 1 / sqrt(D); must be finite
+  std::optional<float> scale;  // default 1 / sqrt(D); must be finite
   Notation notation = Notation::paper;
-  std::optional<ConstTensor4> bias;        // broadcastable to [B, Hq, Nq, Nk]
+  std::optional<ConstTensor4> bias;           // broadcastable to [B, Hq, Nq, Nk]
   std::span<const std::int64_t> key_lengths;  // empty, or B entries in [0, Nk]
-  std::optional<Tensor3> lse;              // output [B, Hq, Nq]
-  std::optional<Tensor4> probs;            // output [B, Hq, Nq, Nk]
-  int threads = 0;                         // 0: OpenMP's default (omp_get_max_threads)
+  std::optional<Tensor3> lse;                 // output [B, Hq, Nq]
+  std::optional<Tensor4> probs;               // output [B, Hq, Nq, Nk]
+  int threads = 0;                            // 0: OpenMP's default (omp_get_max_threads)
 };
 
 // The fast path. Throws jomoim::Error (one-line message) on invalid arguments, before writing
 // anything.
-void attention(ConstTensor4 q, ConstTensor4 k, ConstTensor4 v, Tensor4 out,
-               const AttentionOptions& options = {});
+void attention(ConstTensor4 q, ConstTensor4 k, ConstTensor4 v, Tensor4 out, const AttentionOptions& options = {});
 
 // The float64 oracle: plain loops, no tiling, no SIMD, no threads. Same arguments and rules as
 // attention(); options.lse and options.probs are ignored — all three results are returned,
@@ -86,8 +85,8 @@ struct AttentionShape {
   float scale;
 };
 // Validates every argument as attention() does and returns the shape; throws Error.
-AttentionShape check_attention_args(ConstTensor4 q, ConstTensor4 k, ConstTensor4 v,
-                                    const Tensor4* out, const AttentionOptions& options);
+AttentionShape check_attention_args(ConstTensor4 q, ConstTensor4 k, ConstTensor4 v, const Tensor4* out,
+                                    const AttentionOptions& options);
 
 // ---------------------------------------------------------------------------------------------
 // Backward (gradients), FlashAttention-2 style: the scores are recomputed tile by tile from q, k

@@ -49,8 +49,8 @@
 #include <optional>
 #include <span>
 
-#include "jomoim/engine/attention.hpp"
 #include "jomoim/core/tensor.hpp"
+#include "jomoim/engine/attention.hpp"
 
 namespace jomoim::dist {
 
@@ -85,12 +85,12 @@ struct RingOptions {
 
 // What one call did on this rank.
 struct RingStats {
-  int steps = 0;                 // ring steps: P (one per K/V block seen)
-  int block_calls = 0;           // attention() calls made
-  double seconds = 0;            // wall time of the call, checks included
-  double compute_seconds = 0;    // in attention() and the merge
-  double wait_seconds = 0;       // blocked in MPI_Waitall for the K/V transfers: exposed time
-  std::uint64_t bytes_sent = 0;  // K/V bytes this rank sent
+  int steps = 0;                    // ring steps: P (one per K/V block seen)
+  int block_calls = 0;              // attention() calls made
+  double seconds = 0;               // wall time of the call, checks included
+  double compute_seconds = 0;       // in attention() and the merge
+  double wait_seconds = 0;          // blocked in MPI_Waitall for the K/V transfers: exposed time
+  std::uint64_t bytes_sent = 0;     // K/V bytes this rank sent
   std::int64_t block_capacity = 0;  // floats in each of the two K/V buffers
 };
 

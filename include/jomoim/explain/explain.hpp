@@ -39,15 +39,15 @@ using ExplainNotation = Notation;
 
 struct ExplainOptions {
   ExplainNotation notation = ExplainNotation::paper;
-  std::optional<int> layer;       // only this layer's heads carry full matrices (default: all)
-  std::optional<int> head;        // only this head (in every selected layer)
-  std::vector<int> silence;       // token indices whose keys nobody hears (every layer and head);
-                                  // duplicates are ignored, the list is reported sorted
-  bool swap_qk = false;           // each layer's W_K makes queries and W_Q makes keys
-  int top = 10;                   // next-token candidates listed (clamped to the vocabulary)
+  std::optional<int> layer;            // only this layer's heads carry full matrices (default: all)
+  std::optional<int> head;             // only this head (in every selected layer)
+  std::vector<int> silence;            // token indices whose keys nobody hears (every layer and head);
+                                       // duplicates are ignored, the list is reported sorted
+  bool swap_qk = false;                // each layer's W_K makes queries and W_Q makes keys
+  int top = 10;                        // next-token candidates listed (clamped to the vocabulary)
   std::optional<std::string> compare;  // a second prompt, explained with the same options
-  std::string model_name;         // shown in the output (e.g. the model directory)
-  bool matrices = true;           // false: "layers" is empty (tokens, prediction, heads summary only)
+  std::string model_name;              // shown in the output (e.g. the model directory)
+  bool matrices = true;                // false: "layers" is empty (tokens, prediction, heads summary only)
 };
 
 // Throws Error (one line) for an empty prompt when the vocabulary has no <|endoftext|> to start

@@ -38,8 +38,7 @@ NpyArray read_npy(const std::filesystem::path& path);
 // the data starts at a multiple of 64 bytes). Atomic: the bytes go to a temporary file in
 // the same directory, which is renamed over `path` only once complete; on failure the
 // temporary file is removed, `path` is left as it was, and Error is thrown.
-void write_npy(const std::filesystem::path& path, std::span<const std::int64_t> shape,
-               const float* data);
+void write_npy(const std::filesystem::path& path, std::span<const std::int64_t> shape, const float* data);
 // The same for an NpyArray; throws Error when a.data does not hold shape-product elements.
 void write_npy(const std::filesystem::path& path, const NpyArray& a);
 
@@ -59,8 +58,7 @@ struct NpyInfo {
 // (at least the preamble and header; the whole file works too). Never reads outside `bytes`.
 // Throws Error for the same files parse_npy refuses, including a size that does not match
 // the shape.
-NpyInfo parse_npy_info(std::span<const std::byte> bytes, std::uint64_t file_size,
-                       const std::string& name = "<memory>");
+NpyInfo parse_npy_info(std::span<const std::byte> bytes, std::uint64_t file_size, const std::string& name = "<memory>");
 
 // Reads only the preamble and header of the regular file at `path`; throws Error (naming it).
 NpyInfo read_npy_info(const std::filesystem::path& path);
@@ -68,8 +66,8 @@ NpyInfo read_npy_info(const std::filesystem::path& path);
 // Reads `count` floats starting at element `first` (C order) of the file that `info` describes
 // into `out`; throws Error when the range lies outside the array or on I/O errors (a file that
 // got shorter since read_npy_info included). Thread-safe: opens its own descriptor.
-void read_npy_elements(const std::filesystem::path& path, const NpyInfo& info, std::uint64_t first,
-                       std::uint64_t count, float* out);
+void read_npy_elements(const std::filesystem::path& path, const NpyInfo& info, std::uint64_t first, std::uint64_t count,
+                       float* out);
 
 // The preamble and header write_npy writes for `shape` (its length is a multiple of 64; the
 // data follows directly). For writers that fill a file in parts. Throws Error when the shape

@@ -31,10 +31,10 @@ namespace jomoim {
 std::uint64_t fresh_seed();
 
 struct GenerateOptions {
-  int max_tokens = 50;                // at most this many new tokens (>= 0)
-  SamplingOptions sampling;           // temperature, top_k, top_p, seed
-  std::optional<std::int32_t> eos;    // stop at this id (not emitted); nullopt: never
-  void validate() const;              // max_tokens >= 0 and sampling.validate()
+  int max_tokens = 50;              // at most this many new tokens (>= 0)
+  SamplingOptions sampling;         // temperature, top_k, top_p, seed
+  std::optional<std::int32_t> eos;  // stop at this id (not emitted); nullopt: never
+  void validate() const;            // max_tokens >= 0 and sampling.validate()
 };
 
 enum class StopReason { none, length, eos, context, stopped, error };
@@ -85,8 +85,8 @@ class Generation {
 struct GenerateResult {
   std::vector<std::int32_t> ids;  // the generated tokens (not the prompt)
   StopReason stop = StopReason::none;
-  double prefill_ms = 0;          // the prompt's forward pass
-  double decode_ms = 0;           // everything after it: sampling, forward passes, callbacks
+  double prefill_ms = 0;  // the prompt's forward pass
+  double decode_ms = 0;   // everything after it: sampling, forward passes, callbacks
 };
 
 // The whole loop: calls on_token(id) for each new token as soon as it is sampled (streaming);

@@ -30,7 +30,7 @@ struct GptConfig {
   int n_embd = 0;
   int n_positions = 0;  // context length
   int vocab_size = 0;
-  int n_inner = 0;      // MLP width; 0 means 4 * n_embd (config.json's null)
+  int n_inner = 0;  // MLP width; 0 means 4 * n_embd (config.json's null)
   float layer_norm_epsilon = 1e-5f;
   // "gelu_new", "gelu_pytorch_tanh" and "gelu_fast" are the tanh approximation GPT-2 uses;
   // "gelu" is the exact (erf) form. Anything else is refused.
@@ -61,11 +61,11 @@ struct LinearParams {
 };
 struct BlockParams {
   LayerNormParams ln_1;
-  LinearParams c_attn;   // [n_embd, 3 n_embd]: Q, K, V side by side, heads contiguous inside each
-  LinearParams c_proj;   // [n_embd, n_embd]
+  LinearParams c_attn;  // [n_embd, 3 n_embd]: Q, K, V side by side, heads contiguous inside each
+  LinearParams c_proj;  // [n_embd, n_embd]
   LayerNormParams ln_2;
-  LinearParams c_fc;     // [n_embd, inner]
-  LinearParams mlp_proj; // [inner, n_embd]
+  LinearParams c_fc;      // [n_embd, inner]
+  LinearParams mlp_proj;  // [inner, n_embd]
 };
 struct GptParams {
   const float* wte = nullptr;  // [vocab_size, n_embd], also the output head
@@ -105,13 +105,13 @@ class KvCache {
 // explorer's "meeting minutes"). T = new tokens, Tk = keys visible to them (cache + new).
 // All arrays are C order float32.
 struct AttentionTrace {
-  std::vector<float> q;       // [H, T, D]   queries of the new tokens
-  std::vector<float> k;       // [H, Tk, D]  keys of every visible token
-  std::vector<float> v;       // [H, Tk, D]  values
-  std::vector<float> scores;  // [H, T, Tk]  raw Q_i . K_j (unscaled), masked pairs included
-  std::vector<float> weights; // [H, T, Tk]  softmax weights as the engine computed them (0 where masked)
-  std::vector<float> out;     // [H, T, D]   weighted sums of values, per head, before c_proj
-  float scale = 0;            // the 1/sqrt(D) applied to the scores before the softmax
+  std::vector<float> q;        // [H, T, D]   queries of the new tokens
+  std::vector<float> k;        // [H, Tk, D]  keys of every visible token
+  std::vector<float> v;        // [H, Tk, D]  values
+  std::vector<float> scores;   // [H, T, Tk]  raw Q_i . K_j (unscaled), masked pairs included
+  std::vector<float> weights;  // [H, T, Tk]  softmax weights as the engine computed them (0 where masked)
+  std::vector<float> out;      // [H, T, D]   weighted sums of values, per head, before c_proj
+  float scale = 0;             // the 1/sqrt(D) applied to the scores before the softmax
 };
 struct ForwardTrace {
   int T = 0, Tk = 0, first_position = 0;
@@ -176,8 +176,7 @@ class GptModel {
 // Writes a model directory the way Hugging Face does for GPT-2 (config.json and
 // model.safetensors with the un-prefixed names, F32), so `GptModel::load` and Hugging Face
 // both read it. Each file is written atomically. The tokenizer files are not touched.
-void save_gpt2_checkpoint(const std::filesystem::path& dir, const GptConfig& config,
-                          const GptParams& params,
+void save_gpt2_checkpoint(const std::filesystem::path& dir, const GptConfig& config, const GptParams& params,
                           const std::vector<std::pair<std::string, std::string>>& metadata = {});
 
 }  // namespace jomoim

@@ -16,7 +16,7 @@ struct SamplingOptions {
   int top_k = 0;             // keep the k most likely tokens; 0: all
   float top_p = 1.0f;        // keep the smallest set whose probability reaches p; 1: all
   std::uint64_t seed = 0;
-  void validate() const;     // temperature >= 0 and finite, top_k >= 0, 0 < top_p <= 1
+  void validate() const;  // temperature >= 0 and finite, top_k >= 0, 0 < top_p <= 1
 };
 
 // Softmax of logits / temperature in float64, for reporting distributions.

@@ -25,11 +25,11 @@ namespace jomoim {
 // Offsets of every tensor inside the flat parameter buffer, in the order of the Hugging Face
 // names (wte, wpe, then each block, then ln_f).
 struct ParamTensor {
-  std::string name;                 // Hugging Face GPT-2 name, e.g. "h.0.attn.c_attn.weight"
+  std::string name;  // Hugging Face GPT-2 name, e.g. "h.0.attn.c_attn.weight"
   std::vector<std::int64_t> shape;
-  std::size_t offset = 0;           // in floats
-  std::size_t size = 0;             // in floats
-  bool decay = false;               // AdamW weight decay applies (matrices and embeddings)
+  std::size_t offset = 0;  // in floats
+  std::size_t size = 0;    // in floats
+  bool decay = false;      // AdamW weight decay applies (matrices and embeddings)
 };
 std::vector<ParamTensor> param_layout(const GptConfig& config);
 

@@ -45,27 +45,27 @@ struct TrainOptions {
 };
 
 struct TrainRecord {
-  std::int64_t step = 0;       // optimizer steps done
-  double loss = 0;             // training loss of this step (mean over micro-batches)
-  double val_loss = -1;        // < 0 when not evaluated at this step
+  std::int64_t step = 0;  // optimizer steps done
+  double loss = 0;        // training loss of this step (mean over micro-batches)
+  double val_loss = -1;   // < 0 when not evaluated at this step
   double lr = 0;
   double grad_norm = 0;
   double tokens_per_s = 0;
 };
 
 struct TrainResult {
-  std::vector<TrainRecord> history;   // the whole run, resumed parts included
+  std::vector<TrainRecord> history;  // the whole run, resumed parts included
   std::int64_t steps_done = 0;
   bool interrupted = false;
-  double seconds = 0;                 // this invocation's training time
+  double seconds = 0;  // this invocation's training time
   std::int64_t train_tokens = 0, val_tokens = 0;
-  double bigram_val_loss = 0;         // the bigram baseline on the same validation tokens
+  double bigram_val_loss = 0;  // the bigram baseline on the same validation tokens
 };
 
 struct TrainCallbacks {
-  std::function<void(const std::string&)> log;              // one line of news (tokenizer, data, saves)
+  std::function<void(const std::string&)> log;  // one line of news (tokenizer, data, saves)
   std::function<void(const TrainRecord&, std::int64_t total, double eta_s)> step;  // after each step
-  const std::atomic<bool>* stop = nullptr;                  // set (e.g. by SIGINT) to save and return
+  const std::atomic<bool>* stop = nullptr;  // set (e.g. by SIGINT) to save and return
 };
 
 TrainResult train_gpt(const TrainOptions& options, const TrainCallbacks& callbacks = {});

@@ -17,8 +17,8 @@
 namespace jomoim {
 
 struct BpeTrainOptions {
-  int vocab_size = 4096;   // total, including the 256 byte tokens and <|endoftext|>; >= 257
-  int min_frequency = 2;   // stop early when the best pair occurs fewer times than this
+  int vocab_size = 4096;  // total, including the 256 byte tokens and <|endoftext|>; >= 257
+  int min_frequency = 2;  // stop early when the best pair occurs fewer times than this
 };
 
 // progress(merges_done, merges_wanted) is called now and then.

@@ -51,8 +51,7 @@ class Tokenizer {
   static Tokenizer load_dir(const std::filesystem::path& dir);
   // The same from the files' contents in memory; the names are used in error messages.
   static Tokenizer parse(std::string_view vocab_json, std::string_view merges_txt,
-                         const std::string& vocab_name = "vocab.json",
-                         const std::string& merges_name = "merges.txt");
+                         const std::string& vocab_name = "vocab.json", const std::string& merges_name = "merges.txt");
 
   // From memory: tokens[id] is the token string (byte-to-unicode form; a token outside that
   // alphabet, such as a special token with a space, stands for its own UTF-8 bytes), merges

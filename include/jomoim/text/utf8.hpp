@@ -34,8 +34,7 @@ inline std::size_t utf8_sequence(std::string_view s, std::size_t i, char32_t* cp
   }
   if (c0 >= 0xF0 && c0 <= 0xF4) {
     if (!cont(1) || !cont(2) || !cont(3)) return 0;
-    const char32_t v =
-        char32_t((c0 & 0x07) << 18 | (b(1) & 0x3F) << 12 | (b(2) & 0x3F) << 6 | (b(3) & 0x3F));
+    const char32_t v = char32_t((c0 & 0x07) << 18 | (b(1) & 0x3F) << 12 | (b(2) & 0x3F) << 6 | (b(3) & 0x3F));
     if (v < 0x10000 || v > 0x10FFFF) return 0;  // overlong, beyond Unicode
     *cp = v;
     return 4;
