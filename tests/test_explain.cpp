@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <limits>
 #include <set>
@@ -536,6 +537,39 @@ void check_prompt_object(const json& j, const GptConfig& c, bool intervened, boo
     }
   };
   check_pred(j["prediction"]);
+  {
+    const json& a = j["attribution"];
+    ASSERT_TRUE(a.is_object());
+    for (const char* k : {"id", "logit"}) ASSERT_TRUE(a["target"][k].is_number()) << k;
+    ASSERT_TRUE(a["target"]["text"].is_string());
+    ASSERT_TRUE(a["contrast"].is_null() || a["contrast"].is_object());
+    for (const char* k : {"token", "position"}) ASSERT_TRUE(a["embeddings"][k].is_number()) << k;
+    ASSERT_EQ(a["heads"].size(), static_cast<std::size_t>(c.n_layer * c.n_head));
+    for (const auto& h : a["heads"]) {
+      ASSERT_TRUE(h["layer"].is_number_integer());
+      ASSERT_TRUE(h["head"].is_number_integer());
+      ASSERT_TRUE(h["total"].is_number());
+      ASSERT_EQ(h["by_source"].size(), T);
+      for (const auto& v : h["by_source"]) ASSERT_TRUE(v.is_number());
+    }
+    ASSERT_EQ(a["mlps"].size(), static_cast<std::size_t>(c.n_layer));
+    for (const auto& m : a["mlps"]) ASSERT_TRUE(m.is_number());
+    ASSERT_TRUE(a["biases"].is_number());
+    ASSERT_TRUE(a["sum"].is_number());
+    ASSERT_TRUE(a["note"].is_string());
+    ASSERT_EQ(j["logit_lens"].size(), static_cast<std::size_t>(c.n_layer + 1));
+    for (const auto& e : j["logit_lens"]) {
+      ASSERT_TRUE(e["after"].is_string());
+      ASSERT_TRUE(e["layer"].is_number_integer());
+      ASSERT_EQ(e["top"].size(), static_cast<std::size_t>(top));
+      for (const auto& t : e["top"]) {
+        ASSERT_TRUE(t["id"].is_number_integer());
+        ASSERT_TRUE(t["text"].is_string());
+        ASSERT_TRUE(t["probability"].is_number());
+        ASSERT_TRUE(t["logit"].is_number());
+      }
+    }
+  }
   if (intervened) {
     check_pred(j["baseline"]);
     ASSERT_TRUE(j["baseline"]["shift"].is_array());
@@ -619,6 +653,8 @@ TEST(ExplainSchema, EveryFieldWithItsTypeAndShape) {
       EXPECT_TRUE(opt["swap_qk"].is_boolean());
       EXPECT_EQ(opt["top"], 4);
       EXPECT_EQ(opt["matrices"], true);
+      EXPECT_TRUE(opt["target"].is_null());
+      EXPECT_TRUE(opt["contrast"].is_null());
       check_prompt_object(j, f.cfg, intervened, col, 4);
       check_prompt_object(j["compare"], f.cfg, intervened, col, 4);
       ASSERT_TRUE(j["compare"]["shift"].is_array());
@@ -630,6 +666,218 @@ TEST(ExplainSchema, EveryFieldWithItsTypeAndShape) {
       EXPECT_FALSE(j["compare"].contains("compare"));
       EXPECT_FALSE(j["compare"].contains("schema"));
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Attribution and the logit lens.
+
+// The pass explain() attributes, traced here with the residual stream of the last row.
+struct Residuals {
+  ForwardTrace tr;
+  std::vector<float> logits;
+};
+Residuals traced(const GptModel& m, const std::vector<std::int32_t>& ids) {
+  Residuals r;
+  KvCache c(m.config(), static_cast<int>(ids.size()));
+  ForwardOptions o;
+  o.trace = &r.tr;
+  const int last[1] = {static_cast<int>(ids.size()) - 1};
+  o.residual_rows = last;
+  r.logits = m.forward(ids, c, o);
+  return r;
+}
+
+// The tolerance of "the parts sum to the logit". In exact arithmetic they do; what differs is
+// float32 rounding in the model's pass (each residual coordinate is a float32 sum of the parts'
+// coordinates, each part a float32 product of up to K = max(F, C, T) terms) and in its final
+// LayerNorm and head (C terms). Each coordinate c is off by at most about K' * eps * A_c, with
+// A_c = sum over parts of |part_c| and K' = F + C + T + 2 n_layer + 4 (depth of the float32
+// sums on the path), and enters the logit times |u_c|, u = gamma * (W_U[t] - W_U[k]) / sigma
+// centred. So tol = K' * FLT_EPSILON * (sum_c |u_c| A_c + |beta . (W_U[t] - W_U[k])|).
+double attribution_tolerance(const GptModel& m, const Residuals& r, std::int32_t t, int contrast) {
+  const GptConfig& c = m.config();
+  const GptParams& w = m.params();
+  const int C = c.n_embd, L = c.n_layer, T = r.tr.T;
+  const float* x = r.tr.residual.data() + static_cast<std::size_t>(L) * C;
+  double mean = 0, var = 0;
+  for (int i = 0; i < C; ++i) mean += x[i];
+  mean /= C;
+  for (int i = 0; i < C; ++i) var += (x[i] - mean) * (x[i] - mean);
+  const double sigma = std::sqrt(var / C + c.layer_norm_epsilon);
+  std::vector<double> u(C);
+  double usum = 0, beta = 0;
+  for (int i = 0; i < C; ++i) {
+    double d = w.wte[static_cast<std::size_t>(t) * C + i];
+    if (contrast >= 0) d -= w.wte[static_cast<std::size_t>(contrast) * C + i];
+    u[i] = w.ln_f.weight[i] * d / sigma;
+    usum += u[i];
+    beta += w.ln_f.bias[i] * d;
+  }
+  double b = std::abs(beta);
+  for (int i = 0; i < C; ++i) {
+    double a = std::abs(r.tr.token_embedding[static_cast<std::size_t>(T - 1) * C + i]) +
+               std::abs(r.tr.position_embedding[static_cast<std::size_t>(T - 1) * C + i]);
+    for (int l = 0; l < L; ++l)
+      a += std::abs(r.tr.attn_output[static_cast<std::size_t>(l) * C + i]) +
+           std::abs(r.tr.mlp_output[static_cast<std::size_t>(l) * C + i]);
+    b += std::abs(u[i] - usum / C) * a;
+  }
+  const double k = c.inner() + C + T + 2 * L + 4;
+  return k * FLT_EPSILON * b;
+}
+
+TEST(ExplainAttribution, TracingTheResidualStreamLeavesTheLogitsBitwiseUnchanged) {
+  Fixture f;
+  const std::vector<std::int32_t> ids = f.tok.encode(kSeedCompare);
+  KvCache c(f.cfg, static_cast<int>(ids.size()));
+  const std::vector<float> plain = f.model.forward(ids, c);
+  const Residuals r = traced(f.model, ids);
+  EXPECT_EQ(plain, r.logits);
+  const std::size_t C = f.cfg.n_embd, L = f.cfg.n_layer;
+  ASSERT_EQ(r.tr.residual_rows, std::vector<int>{static_cast<int>(ids.size()) - 1});
+  ASSERT_EQ(r.tr.residual.size(), (L + 1) * C);
+  ASSERT_EQ(r.tr.attn_output.size(), L * C);
+  ASSERT_EQ(r.tr.mlp_output.size(), L * C);
+  // The stream is the embeddings plus every block's outputs (float32 adds, in the model's order).
+  std::vector<float> x(C);
+  for (std::size_t i = 0; i < C; ++i)
+    x[i] = r.tr.token_embedding[(ids.size() - 1) * C + i] + r.tr.position_embedding[(ids.size() - 1) * C + i];
+  for (std::size_t l = 0; l < L; ++l)
+    for (std::size_t i = 0; i < C; ++i) {
+      EXPECT_EQ(x[i], r.tr.residual[l * C + i]);
+      x[i] += r.tr.attn_output[l * C + i];
+      x[i] += r.tr.mlp_output[l * C + i];
+    }
+  for (std::size_t i = 0; i < C; ++i) EXPECT_EQ(x[i], r.tr.residual[L * C + i]);
+  // Without residual rows nothing is recorded.
+  ForwardTrace t;
+  KvCache c2(f.cfg, static_cast<int>(ids.size()));
+  ForwardOptions o;
+  o.trace = &t;
+  EXPECT_EQ(f.model.forward(ids, c2, o), plain);
+  EXPECT_TRUE(t.residual.empty() && t.attn_output.empty() && t.mlp_output.empty());
+}
+
+TEST(ExplainAttribution, PartsSumToTheLogitAndSourcesToTheirHead) {
+  for (std::uint64_t seed : {7u, 11u, 23u})
+    for (const char* prompt : {kSeed, kSeedCompare, "x"})
+      for (int mode = 0; mode < 3; ++mode) {  // predicted token; target " lot"; " lot" vs " a"
+        Fixture f(2, 4, 32, 40, seed);
+        ExplainOptions o;
+        if (mode >= 1) o.target = " lot";
+        if (mode == 2) o.contrast = " a";
+        const json j = explain(f.model, f.tok, prompt, o);
+        const json& a = j["attribution"];
+        const std::vector<std::int32_t> ids = f.tok.encode(prompt);
+        const Residuals r = traced(f.model, ids);
+        const std::int32_t t = mode == 0 ? top_ids(r.logits, 1)[0] : f.tok.encode(" lot")[0];
+        const int k = mode == 2 ? f.tok.encode(" a")[0] : -1;
+        ASSERT_EQ(a["target"]["id"], t);
+        EXPECT_EQ(a["target"]["logit"].get<float>(), r.logits[t]);
+        if (mode == 2) {
+          ASSERT_EQ(a["contrast"]["id"], k);
+          EXPECT_EQ(a["contrast"]["logit"].get<float>(), r.logits[k]);
+        } else {
+          EXPECT_TRUE(a["contrast"].is_null());
+        }
+        const double logit = static_cast<double>(r.logits[t]) - (k >= 0 ? r.logits[k] : 0.0);
+        // Every part, added up here.
+        double sum = a["embeddings"]["token"].get<double>() + a["embeddings"]["position"].get<double>() +
+                     a["biases"].get<double>();
+        ASSERT_EQ(a["heads"].size(), static_cast<std::size_t>(f.cfg.n_layer * f.cfg.n_head));
+        for (const auto& h : a["heads"]) {
+          ASSERT_EQ(h["by_source"].size(), ids.size());
+          double s = 0, mag = 0;
+          for (const auto& v : h["by_source"]) s += v.get<double>(), mag += std::abs(v.get<double>());
+          EXPECT_NEAR(s, h["total"].get<double>(), 4 * ids.size() * DBL_EPSILON * std::max(1.0, mag));
+          sum += h["total"].get<double>();
+        }
+        ASSERT_EQ(a["mlps"].size(), static_cast<std::size_t>(f.cfg.n_layer));
+        for (const auto& m : a["mlps"]) sum += m.get<double>();
+        EXPECT_NEAR(sum, a["sum"].get<double>(), 1e-12 * std::max(1.0, std::abs(sum)));
+        const double tol = attribution_tolerance(f.model, r, t, k);
+        EXPECT_NEAR(a["sum"].get<double>(), logit, tol) << "seed " << seed << " '" << prompt << "' mode " << mode;
+        EXPECT_LT(tol, 1e-3 * std::max(1.0, std::abs(logit)));  // the tolerance is not vacuous
+        EXPECT_NE(a["note"].get<std::string>().find("LayerNorm"), std::string::npos);
+      }
+}
+
+TEST(ExplainAttribution, LogitLensEndsAtTheModelsPrediction) {
+  for (std::uint64_t seed : {7u, 11u}) {
+    Fixture f(3, 4, 32, 40, seed);
+    ExplainOptions o;
+    o.top = 5;
+    o.compare = kSeed;
+    const json j = explain(f.model, f.tok, kSeedCompare, o);
+    for (const json* p : {&j, &j["compare"]}) {
+      const json& lens = (*p)["logit_lens"];
+      ASSERT_EQ(lens.size(), static_cast<std::size_t>(f.cfg.n_layer + 1));
+      EXPECT_EQ(lens[0]["after"], "embeddings");
+      EXPECT_EQ(lens[0]["layer"], -1);
+      for (int l = 0; l < f.cfg.n_layer; ++l) {
+        EXPECT_EQ(lens[l + 1]["after"], "layer " + std::to_string(l));
+        EXPECT_EQ(lens[l + 1]["layer"], l);
+      }
+      const json& last = lens[f.cfg.n_layer]["top"];
+      const json& pred = (*p)["prediction"]["top"];
+      ASSERT_EQ(last.size(), 5u);
+      ASSERT_EQ(pred.size(), 5u);
+      for (std::size_t r = 0; r < 5; ++r) {
+        EXPECT_EQ(last[r]["id"], pred[r]["id"]) << r;
+        EXPECT_EQ(last[r]["text"], pred[r]["text"]);
+        EXPECT_NEAR(last[r]["logit"].get<double>(), pred[r]["logit"].get<double>(), 1e-4);
+        EXPECT_NEAR(last[r]["probability"].get<double>(), pred[r]["probability"].get<double>(), 1e-5);
+      }
+      // Each prompt has its own attribution, of its own prediction.
+      EXPECT_EQ((*p)["attribution"]["target"]["id"], pred[0]["id"]);
+    }
+    // The first entry is the embeddings alone read through ln_f and the head.
+    const std::vector<std::int32_t> ids = f.tok.encode(kSeedCompare);
+    const int C = f.cfg.n_embd, V = f.cfg.vocab_size;
+    const std::size_t T = ids.size();
+    std::vector<double> x(C), logits(V);
+    for (int i = 0; i < C; ++i)
+      x[i] = static_cast<double>(f.model.params().wte[static_cast<std::size_t>(ids[T - 1]) * C + i] +
+                                 f.model.params().wpe[(T - 1) * C + i]);
+    double mean = 0, var = 0;
+    for (double v : x) mean += v / C;
+    for (double v : x) var += (v - mean) * (v - mean) / C;
+    for (int i = 0; i < C; ++i)
+      x[i] = (x[i] - mean) / std::sqrt(var + f.cfg.layer_norm_epsilon) * f.model.params().ln_f.weight[i] +
+             f.model.params().ln_f.bias[i];
+    for (int v = 0; v < V; ++v) {
+      logits[v] = 0;
+      for (int i = 0; i < C; ++i) logits[v] += x[i] * f.model.params().wte[static_cast<std::size_t>(v) * C + i];
+    }
+    const int best = static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    EXPECT_EQ(j["logit_lens"][0]["top"][0]["id"], best);
+    EXPECT_NEAR(j["logit_lens"][0]["top"][0]["logit"].get<double>(), logits[best], 1e-9);
+  }
+}
+
+TEST(ExplainAttribution, RefusesTargetsThatAreNotOneToken) {
+  Fixture f;
+  auto message = [&](const ExplainOptions& o) -> std::string {
+    try {
+      explain(f.model, f.tok, kSeed, o);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  ExplainOptions o;
+  o.target = "ab";
+  EXPECT_EQ(message(o), "target \"ab\" encodes to 2 tokens: it must be exactly one token");
+  o.target = "";
+  EXPECT_EQ(message(o), "target is empty: it must be exactly one token");
+  o.target = " lot";
+  o.contrast = " lot";
+  EXPECT_EQ(message(o), "contrast is the same token as the target");
+  o.contrast = "a\nb";
+  EXPECT_EQ(message(o), "contrast \"a\\nb\" encodes to 3 tokens: it must be exactly one token");
+  o.target.reset();
+  o.contrast = " a";
+  EXPECT_EQ(message(o), "contrast needs a target");
 }
 
 TEST(Explain, Float32ValuesPrintShortAndReadBackExactly) {

@@ -33,7 +33,7 @@ using nlohmann::json;
 
 struct ExplainArgs {
   std::string model, prompt, notation = "paper", color = "auto";
-  std::optional<std::string> compare;
+  std::optional<std::string> compare, target, contrast;
   std::optional<int> layer, head;
   std::vector<int> silence;
   bool swap_qk = false, json_out = false;
@@ -383,6 +383,69 @@ void print_compare(const json& j, const Style& st) {
       st.cols);
 }
 
+// "attribution": who argued for the target (docs/explain.md).
+void print_attribution(const json& p, const Style& st) {
+  const json& a = p["attribution"];
+  const json& tokens = p["tokens"];
+  const bool vs = !a["contrast"].is_null();
+  const std::string what = quoted(a["target"]["text"]) + (vs ? " over " + quoted(a["contrast"]["text"]) : "");
+  const double logit = a["target"]["logit"].get<double>() - (vs ? a["contrast"]["logit"].get<double>() : 0.0);
+  section("who argued for " + what);
+  say(std::string("The ") + (vs ? "logit difference " : "logit ") + fmt("%.4f", logit) + " of " + what +
+          ", split into what each part wrote into the last token's residual stream. " + a["note"].get<std::string>() +
+          " Positive argues for, negative against.",
+      st.cols);
+  const std::size_t T = tokens.size();
+  std::vector<double> by(T, 0.0);
+  for (const auto& h : a["heads"])
+    for (std::size_t j = 0; j < T; ++j) by[j] += h["by_source"][j].get<double>();
+  std::vector<std::size_t> order(T);
+  for (std::size_t j = 0; j < T; ++j) order[j] = j;
+  std::stable_sort(order.begin(), order.end(), [&](auto x, auto y) { return std::abs(by[x]) > std::abs(by[y]); });
+  double mx = 1e-30;
+  for (double v : by) mx = std::max(mx, std::abs(v));
+  std::printf("through attention, by source token (summed over heads):\n");
+  for (std::size_t r = 0; r < order.size() && r < 12; ++r) {
+    const std::size_t j = order[r];
+    std::printf(
+        "%5zu  %s %+9.4f  %s\n", j, fit(quoted(tokens[j]["text"]), 16).c_str(), by[j],
+        std::string(static_cast<std::size_t>(std::lround(std::abs(by[j]) / mx * 20)), by[j] < 0 ? '-' : '+').c_str());
+  }
+  if (T > 12) std::printf("  ... %zu more tokens (--json has all)\n", T - 12);
+  std::vector<const json*> heads;
+  for (const auto& h : a["heads"]) heads.push_back(&h);
+  std::stable_sort(heads.begin(), heads.end(), [](const json* x, const json* y) {
+    return std::abs((*x)["total"].get<double>()) > std::abs((*y)["total"].get<double>());
+  });
+  std::printf("\ntop heads:\n");
+  for (std::size_t i = 0; i < heads.size() && i < 8; ++i)
+    std::printf("  layer %2d head %2d %+9.4f\n", (*heads[i])["layer"].get<int>(), (*heads[i])["head"].get<int>(),
+                (*heads[i])["total"].get<double>());
+  std::printf("\nMLPs:");
+  int l = 0;
+  for (const auto& m : a["mlps"]) std::printf("%s %d: %+.4f", l ? "," : "", l, m.get<double>()), ++l;
+  std::printf("\nembeddings: token %+.4f, position %+.4f; biases %+.4f\n", a["embeddings"]["token"].get<double>(),
+              a["embeddings"]["position"].get<double>(), a["biases"].get<double>());
+  std::printf("sum of the parts %.6f vs the model's %s %.6f\n", a["sum"].get<double>(),
+              vs ? "logit difference" : "logit", logit);
+}
+
+void print_logit_lens(const json& p, const Style& st) {
+  section("logit lens: the last token's guess after each layer");
+  say("The residual stream of the last token read through the final LayerNorm and the unembedding after the "
+      "embeddings and after each layer: what the model would say if it stopped there.",
+      st.cols);
+  for (const auto& e : p["logit_lens"]) {
+    std::string line = fit(e["after"].get<std::string>(), 12);
+    int n = 0;
+    for (const auto& t : e["top"]) {
+      if (n++ == 3) break;
+      line += " " + fit(quoted(t["text"]), 16) + fmt(" %.3f ", t["probability"].get<double>());
+    }
+    std::printf("  %s\n", line.c_str());
+  }
+}
+
 void run_explain(const ExplainArgs& a) {
   if (a.top < 1) throw Error("--top must be at least 1, got " + std::to_string(a.top));
   const ModelDir dir = resolve_model_dir(a.model);
@@ -398,6 +461,8 @@ void run_explain(const ExplainArgs& a) {
   o.swap_qk = a.swap_qk;
   o.top = a.top;
   o.compare = a.compare;
+  o.target = a.target;
+  o.contrast = a.contrast;
   o.model_name = dir.path.string();
   if (a.json_out) {
     std::printf("%s\n", explain(model, tok, a.prompt, o).dump().c_str());
@@ -424,13 +489,20 @@ void run_explain(const ExplainArgs& a) {
               nl == 1 ? "" : "s", nh, nh == 1 ? "" : "s", j["model"]["head_dim"].get<int>());
   print_tokens(j, st);
   print_prediction(j, a, st);
+  print_attribution(j, st);
+  print_logit_lens(j, st);
   print_heads(j, st, chosen ? 8 : 12);
   if (!chosen)
     std::printf("\nthe most focused head is layer %d, head %d; --layer L --head H shows any other.\n", *o.layer,
                 *o.head);
   for (const auto& L : j["layers"])
     for (const auto& h : L["heads"]) print_head(j, L["layer"].get<int>(), h, st);
-  if (!j["compare"].is_null()) print_compare(j, st);
+  if (!j["compare"].is_null()) {
+    print_compare(j, st);
+    std::printf("\nthe second prompt:\n");
+    print_attribution(j["compare"], st);
+    print_logit_lens(j["compare"], st);
+  }
 }
 
 }  // namespace
@@ -444,6 +516,10 @@ void add_explain_command(CLI::App& app) {
       "--model", a->model,
       "model directory (config.json, model.safetensors, vocab.json, merges.txt); default: " + default_model_help());
   sub->add_option("--compare", a->compare, "a second prompt: how the prediction and the last token's attention shift");
+  sub->add_option("--target", a->target,
+                  "the token whose logit is attributed to the parts of the model (default: the prediction); "
+                  "exactly one token");
+  sub->add_option("--contrast", a->contrast, "attribute logit(target) - logit(this token) instead (needs --target)");
   sub->add_option("--layer", a->layer, "show this layer's heads (all heads, or --head's)");
   sub->add_option("--head", a->head, "show this head (in --layer, or in every layer)");
   sub->add_option("--notation", a->notation,

@@ -56,7 +56,7 @@ struct Pass {
 };
 
 Pass run_pass(const GptModel& model, const std::vector<std::int32_t>& ids, const std::vector<int>& silenced,
-              bool swap_qk) {
+              bool swap_qk, bool residuals = false) {
   Pass p;
   p.ids = ids;
   p.silenced = silenced;
@@ -66,6 +66,8 @@ Pass run_pass(const GptModel& model, const std::vector<std::int32_t>& ids, const
   fo.silenced = p.silenced;
   fo.swap_qk = swap_qk;
   fo.trace = &p.trace;
+  const int last_row[1] = {static_cast<int>(ids.size()) - 1};
+  if (residuals) fo.residual_rows = last_row;
   p.logits = model.forward(ids, cache, fo);
   p.probs = softmax(p.logits);
   return p;
@@ -262,6 +264,163 @@ json last_token_attention_json(const Pass& p, int H) {
   return {{"index", T - 1}, {"mean_over_heads", m}};
 }
 
+// ---------------------------------------------------------------------------------------------
+// Direct-logit attribution and the logit lens, in float64 from the trace and the weights.
+
+// The final LayerNorm of one residual row in float64: (x - mean) / sigma * gamma + beta.
+std::vector<double> final_norm(const GptModel& model, const float* x, double* sigma_out = nullptr) {
+  const GptConfig& c = model.config();
+  const int C = c.n_embd;
+  double mean = 0, var = 0;
+  for (int i = 0; i < C; ++i) mean += x[i];
+  mean /= C;
+  for (int i = 0; i < C; ++i) var += (x[i] - mean) * (x[i] - mean);
+  var /= C;
+  const double sigma = std::sqrt(var + static_cast<double>(c.layer_norm_epsilon));
+  if (sigma_out) *sigma_out = sigma;
+  const LayerNormParams& ln = model.params().ln_f;
+  std::vector<double> h(C);
+  for (int i = 0; i < C; ++i) h[i] = (x[i] - mean) / sigma * ln.weight[i] + ln.bias[i];
+  return h;
+}
+
+json logit_lens_json(const Pass& p, const GptModel& model, const Tokenizer& tok, int top) {
+  const GptConfig& c = model.config();
+  const int C = c.n_embd, V = c.vocab_size;
+  const float* wte = model.params().wte;
+  json lens = json::array();
+  std::vector<double> logits(V);
+  for (int l = 0; l <= c.n_layer; ++l) {
+    const std::vector<double> h = final_norm(model, p.trace.residual.data() + static_cast<std::size_t>(l) * C);
+    for (int v = 0; v < V; ++v) {
+      const float* row = wte + static_cast<std::size_t>(v) * C;
+      double s = 0;
+      for (int i = 0; i < C; ++i) s += h[i] * row[i];
+      logits[v] = s;
+    }
+    const double mx = *std::max_element(logits.begin(), logits.end());
+    double z = 0;
+    for (double x : logits) z += std::exp(x - mx);
+    const int n = std::min(top, V);
+    std::vector<std::int32_t> ids(V);
+    for (int v = 0; v < V; ++v) ids[v] = v;
+    std::partial_sort(ids.begin(), ids.begin() + n, ids.end(), [&](std::int32_t a, std::int32_t b) {
+      return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+    });
+    json t = json::array();
+    for (int r = 0; r < n; ++r) {
+      const std::int32_t id = ids[r];
+      t.push_back({{"id", id},
+                   {"text", token_text(tok, id)},
+                   {"probability", f64(std::exp(logits[id] - mx) / z)},
+                   {"logit", f64(logits[id])}});
+    }
+    lens.push_back({{"after", l == 0 ? std::string("embeddings") : "layer " + std::to_string(l - 1)},
+                    {"layer", l - 1},
+                    {"top", std::move(t)}});
+  }
+  return lens;
+}
+
+// logit(target) [- logit(contrast)] as a sum over the parts that wrote the last position's
+// residual stream, the final LayerNorm's scale frozen at this pass's value (see docs/explain.md).
+json attribution_json(const Pass& p, const GptModel& model, const Tokenizer& tok, std::int32_t target,
+                      std::optional<std::int32_t> contrast) {
+  const GptConfig& c = model.config();
+  const GptParams& w = model.params();
+  const int C = c.n_embd, H = c.n_head, D = c.head_dim(), L = c.n_layer, T = p.trace.T;
+  const float* x = p.trace.residual.data() + static_cast<std::size_t>(L) * C;  // final residual, last row
+  double sigma = 0;
+  final_norm(model, x, &sigma);
+  // The readout direction u = gamma * (W_U[target] - W_U[contrast]) / sigma, then centred
+  // (u - mean(u)), so that part . uc = ((part - mean(part)) / sigma * gamma) . (W_U[t] - W_U[c]).
+  std::vector<double> u(C), uc(C);
+  double beta_term = 0, usum = 0;
+  for (int i = 0; i < C; ++i) {
+    double d = w.wte[static_cast<std::size_t>(target) * C + i];
+    if (contrast) d -= w.wte[static_cast<std::size_t>(*contrast) * C + i];
+    u[i] = w.ln_f.weight[i] * d / sigma;
+    usum += u[i];
+    beta_term += static_cast<double>(w.ln_f.bias[i]) * d;
+  }
+  for (int i = 0; i < C; ++i) uc[i] = u[i] - usum / C;
+  auto dot = [&](const float* v) {
+    double s = 0;
+    for (int i = 0; i < C; ++i) s += v[i] * uc[i];
+    return s;
+  };
+  const std::size_t last = static_cast<std::size_t>(T - 1);
+  const double tok_e = dot(p.trace.token_embedding.data() + last * C);
+  const double pos_e = dot(p.trace.position_embedding.data() + last * C);
+  double sum = tok_e + pos_e, biases = beta_term;
+  json heads = json::array(), mlps = json::array();
+  std::vector<double> g(D);
+  for (int l = 0; l < L; ++l) {
+    const BlockParams& b = w.blocks[l];
+    const AttentionTrace& at = p.trace.layers[l];
+    for (int h = 0; h < H; ++h) {
+      // g = W_O[head h's rows] uc: what one unit of the head's output adds to the quantity.
+      for (int d = 0; d < D; ++d) {
+        const float* row = b.c_proj.weight + static_cast<std::size_t>(h * D + d) * C;
+        double s = 0;
+        for (int i = 0; i < C; ++i) s += row[i] * uc[i];
+        g[d] = s;
+      }
+      HeadView hv{at, h, T, D};
+      json by = json::array();
+      double total = 0;
+      for (int j = 0; j < T; ++j) {
+        const float* v = hv.v(j);
+        double s = 0;
+        for (int d = 0; d < D; ++d) s += v[d] * g[d];
+        s *= hv.w(T - 1, j);
+        total += s;
+        by.push_back(f64(s));
+      }
+      sum += total;
+      heads.push_back({{"layer", l}, {"head", h}, {"total", f64(total)}, {"by_source", std::move(by)}});
+    }
+    const float* mo = p.trace.mlp_output.data() + static_cast<std::size_t>(l) * C;
+    double m = 0, mb = 0, ab = 0;
+    for (int i = 0; i < C; ++i) {
+      m += (static_cast<double>(mo[i]) - b.mlp_proj.bias[i]) * uc[i];
+      mb += static_cast<double>(b.mlp_proj.bias[i]) * uc[i];
+      ab += static_cast<double>(b.c_proj.bias[i]) * uc[i];
+    }
+    sum += m;
+    biases += mb + ab;
+    mlps.push_back(f64(m));
+  }
+  sum += biases;
+  auto tok_json = [&](std::int32_t id) {
+    return json{{"id", id}, {"text", token_text(tok, id)}, {"logit", f32(p.logits[id])}};
+  };
+  json a;
+  a["target"] = tok_json(target);
+  a["contrast"] = contrast ? tok_json(*contrast) : json(nullptr);
+  a["embeddings"] = {{"token", f64(tok_e)}, {"position", f64(pos_e)}};
+  a["heads"] = std::move(heads);
+  a["mlps"] = std::move(mlps);
+  a["biases"] = f64(biases);
+  a["sum"] = f64(sum);
+  a["note"] =
+      "Direct-logit attribution: the final LayerNorm's scale is frozen at this pass's value, which makes the "
+      "logit a sum of the parts.";
+  return a;
+}
+
+// A target or contrast text as its one token id.
+std::int32_t one_token(const Tokenizer& tok, const std::string& str, int vocab, const char* what) {
+  if (str.empty()) throw Error(std::string(what) + " is empty: it must be exactly one token");
+  const std::vector<std::int32_t> ids = tok.encode(str);
+  if (ids.size() != 1)
+    throw Error(std::string(what) + " \"" + printable_text(str) + "\" encodes to " + std::to_string(ids.size()) +
+                " tokens: it must be exactly one token");
+  if (ids[0] < 0 || ids[0] >= vocab)
+    throw Error(std::string(what) + " token id " + std::to_string(ids[0]) + " is outside the model's vocabulary");
+  return ids[0];
+}
+
 void check_silence(const std::vector<int>& silenced, int T, const char* what) {
   for (int s : silenced)
     if (s < 0 || s >= T)
@@ -271,13 +430,14 @@ void check_silence(const std::vector<int>& silenced, int T, const char* what) {
 
 // Everything about one prompt (no "schema", "model", "options", "compare").
 json explain_prompt(const GptModel& model, const Tokenizer& tok, const std::string& prompt, const ExplainOptions& o,
-                    const std::vector<int>& silenced, const char* what, Pass* out_pass) {
+                    const std::vector<int>& silenced, const char* what, Pass* out_pass,
+                    std::optional<std::int32_t> target, std::optional<std::int32_t> contrast) {
   const GptConfig& c = model.config();
   const std::vector<std::int32_t> ids = encode_prompt(tok, prompt, c.n_positions, c.vocab_size, what);
   const int T = static_cast<int>(ids.size());
   check_silence(silenced, T, what);
   const bool intervened = !silenced.empty() || o.swap_qk;
-  Pass p = run_pass(model, ids, silenced, o.swap_qk);
+  Pass p = run_pass(model, ids, silenced, o.swap_qk, true);
   json j;
   j["prompt"] = text::to_valid_utf8(prompt);
   j["tokens"] = tokens_json(p, tok, c.n_embd);
@@ -305,6 +465,9 @@ json explain_prompt(const GptModel& model, const Tokenizer& tok, const std::stri
     }
   }
   j["layers"] = std::move(layers);
+  const std::int32_t t = target ? *target : top_ids(p.logits, 1)[0];
+  j["attribution"] = attribution_json(p, model, tok, t, contrast);
+  j["logit_lens"] = logit_lens_json(p, model, tok, o.top);
   if (out_pass) *out_pass = std::move(p);
   return j;
 }
@@ -323,6 +486,13 @@ nlohmann::json explain(const GptModel& model, const Tokenizer& tokenizer, const 
                 std::to_string(c.n_head) + (c.n_head == 1 ? " head" : " heads") + " per layer (0.." +
                 std::to_string(c.n_head - 1) + ")");
   if (options.top < 1) throw Error("top must be at least 1, got " + std::to_string(options.top));
+  if (options.contrast && !options.target) throw Error("contrast needs a target");
+  std::optional<std::int32_t> target, contrast;
+  if (options.target) target = one_token(tokenizer, *options.target, c.vocab_size, "target");
+  if (options.contrast) {
+    contrast = one_token(tokenizer, *options.contrast, c.vocab_size, "contrast");
+    if (*contrast == *target) throw Error("contrast is the same token as the target");
+  }
   std::vector<int> silenced = options.silence;
   std::sort(silenced.begin(), silenced.end());
   silenced.erase(std::unique(silenced.begin(), silenced.end()), silenced.end());
@@ -345,13 +515,16 @@ nlohmann::json explain(const GptModel& model, const Tokenizer& tokenizer, const 
                   {"silence", silenced},
                   {"swap_qk", options.swap_qk},
                   {"top", options.top},
-                  {"matrices", options.matrices}};
+                  {"matrices", options.matrices},
+                  {"target", options.target ? json(text::to_valid_utf8(*options.target)) : json(nullptr)},
+                  {"contrast", options.contrast ? json(text::to_valid_utf8(*options.contrast)) : json(nullptr)}};
   Pass main_pass;
-  json body = explain_prompt(model, tokenizer, prompt, options, silenced, "the prompt", &main_pass);
+  json body = explain_prompt(model, tokenizer, prompt, options, silenced, "the prompt", &main_pass, target, contrast);
   for (auto& [k, v] : body.items()) j[k] = std::move(v);
   if (options.compare) {
     Pass other;
-    json cj = explain_prompt(model, tokenizer, *options.compare, options, silenced, "the compare prompt", &other);
+    json cj = explain_prompt(model, tokenizer, *options.compare, options, silenced, "the compare prompt", &other,
+                             target, contrast);
     cj["shift"] = shift_json(main_pass, other, tokenizer, options.top, "p", "p_compare");
     j["compare"] = std::move(cj);
   } else {

@@ -84,13 +84,24 @@ std::vector<float> GptModel::forward(std::span<const std::int32_t> ids, KvCache&
   for (int s : options.silenced)
     if (s < 0 || s >= Tk)
       throw Error("forward: silenced position " + std::to_string(s) + " is outside [0, " + std::to_string(Tk) + ")");
+  ForwardTrace* trace = options.trace;
+  const std::span<const int> rrows = trace ? options.residual_rows : std::span<const int>{};
+  for (int r : rrows)
+    if (r < 0 || r >= T)
+      throw Error("forward: residual row " + std::to_string(r) + " is outside [0, " + std::to_string(T) + ")");
+  const std::size_t P = rrows.size();
+  // Copies rows rrows of src[T, C] into dst (entry `slot` of a [*, P, C] array).
+  auto record = [&](std::vector<float>& dst, int slot, const float* src) {
+    for (std::size_t p = 0; p < P; ++p)
+      std::memcpy(dst.data() + (static_cast<std::size_t>(slot) * P + p) * C,
+                  src + static_cast<std::size_t>(rrows[p]) * C, sizeof(float) * C);
+  };
 
   const std::size_t TC = static_cast<std::size_t>(T) * C;
   std::vector<float> x(TC), h(TC), att(TC), qkv(static_cast<std::size_t>(T) * 3 * C),
       ff(static_cast<std::size_t>(T) * F);
 
   // Token + position embeddings.
-  ForwardTrace* trace = options.trace;
   if (trace) {
     trace->T = T;
     trace->Tk = Tk;
@@ -98,6 +109,10 @@ std::vector<float> GptModel::forward(std::span<const std::int32_t> ids, KvCache&
     trace->token_embedding.assign(TC, 0.0f);
     trace->position_embedding.assign(TC, 0.0f);
     trace->layers.assign(c.n_layer, {});
+    trace->residual_rows.assign(rrows.begin(), rrows.end());
+    trace->residual.assign((static_cast<std::size_t>(c.n_layer) + 1) * P * C, 0.0f);
+    trace->attn_output.assign(static_cast<std::size_t>(c.n_layer) * P * C, 0.0f);
+    trace->mlp_output.assign(static_cast<std::size_t>(c.n_layer) * P * C, 0.0f);
   }
   layers::embed(params_.wte, params_.wpe, C, ids.data(), T, past, x.data());
   if (trace) {
@@ -107,6 +122,7 @@ std::vector<float> GptModel::forward(std::span<const std::int32_t> ids, KvCache&
       std::memcpy(trace->position_embedding.data() + static_cast<std::size_t>(t) * C,
                   params_.wpe + static_cast<std::size_t>(past + t) * C, sizeof(float) * C);
     }
+    record(trace->residual, 0, x.data());
   }
 
   // Silencing is an additive bias on the key axis, broadcast over batch, heads and queries.
@@ -189,13 +205,16 @@ std::vector<float> GptModel::forward(std::span<const std::int32_t> ids, KvCache&
     }
 
     layers::linear(att.data(), T, C, C, b.c_proj.weight, b.c_proj.bias, h.data(), threads_);
+    if (P) record(trace->attn_output, l, h.data());
     layers::add(x.data(), h.data(), TC);
 
     layers::layer_norm(x.data(), T, C, b.ln_2.weight, b.ln_2.bias, eps, h.data(), nullptr, nullptr, threads_);
     layers::linear(h.data(), T, C, F, b.c_fc.weight, b.c_fc.bias, ff.data(), threads_);
     layers::gelu(ff.data(), ff.data(), ff.size(), exact_gelu, threads_);
     layers::linear(ff.data(), T, F, C, b.mlp_proj.weight, b.mlp_proj.bias, h.data(), threads_);
+    if (P) record(trace->mlp_output, l, h.data());
     layers::add(x.data(), h.data(), TC);
+    if (P) record(trace->residual, l + 1, x.data());
   }
   cache.size_ = Tk;
 

@@ -301,6 +301,145 @@ class ExplainTerminal(unittest.TestCase):
         self.assertEqual(len(j["tokens"]), 1, "an empty prompt is <|endoftext|>")
 
 
+def reference_attribution(cfg, w, ids, target, contrast=None):
+    """Direct-logit attribution and the logit lens in float64 NumPy, from the weights alone:
+    (per-head totals [n_layer, n_head], per-head by-source [n_layer, n_head, T], MLP terms
+    [n_layer], embeddings (token, position), biases, lens logits [n_layer + 1, vocab])."""
+    C, H = cfg["n_embd"], cfg["n_head"]
+    D, T, eps = C // H, len(ids), cfg["layer_norm_epsilon"]
+    L = cfg["n_layer"]
+    tok_e, pos_e = w["wte.weight"][ids[-1]], w["wpe.weight"][T - 1]
+    x = w["wte.weight"][ids] + w["wpe.weight"][:T]
+    heard = np.tril(np.ones((T, T), bool))
+    stream, heads, mlps, bias_parts = [x[-1].copy()], [], [], []
+    for l in range(L):
+        p = f"h.{l}."
+        a = layer_norm(x, w[p + "ln_1.weight"], w[p + "ln_1.bias"], eps)
+        qkv = a @ w[p + "attn.c_attn.weight"] + w[p + "attn.c_attn.bias"]
+        q, k, v = (m.reshape(T, H, D).transpose(1, 0, 2) for m in (qkv[:, :C], qkv[:, C:2 * C], qkv[:, 2 * C:]))
+        z = np.where(heard, q @ k.transpose(0, 2, 1) / math.sqrt(D), -np.inf)
+        e = np.exp(z - z.max(-1, keepdims=True))
+        wts = e / e.sum(-1, keepdims=True)
+        Wo = w[p + "attn.c_proj.weight"]
+        # head h, source j: w_{T-1,j} V_j (head h's rows of W_O)
+        heads.append([[wts[h, -1, j] * v[h, j] @ Wo[h * D:(h + 1) * D] for j in range(T)] for h in range(H)])
+        bias_parts.append(w[p + "attn.c_proj.bias"])
+        x = x + (wts @ v).transpose(1, 0, 2).reshape(T, C) @ Wo + w[p + "attn.c_proj.bias"]
+        a = layer_norm(x, w[p + "ln_2.weight"], w[p + "ln_2.bias"], eps)
+        f = gelu(a @ w[p + "mlp.c_fc.weight"] + w[p + "mlp.c_fc.bias"], cfg.get("activation_function") == "gelu")
+        mlp = f @ w[p + "mlp.c_proj.weight"]
+        mlps.append(mlp[-1])
+        bias_parts.append(w[p + "mlp.c_proj.bias"])
+        x = x + mlp + w[p + "mlp.c_proj.bias"]
+        stream.append(x[-1].copy())
+    g, b, U = w["ln_f.weight"], w["ln_f.bias"], w["wte.weight"]
+    lens = np.array([layer_norm(s, g, b, eps) @ U.T for s in stream])
+    xf = stream[-1]
+    sigma = math.sqrt(((xf - xf.mean()) ** 2).mean() + eps)
+    d = U[target] - (U[contrast] if contrast is not None else 0)
+
+    def part(p):
+        return float((p - p.mean()) / sigma * g @ d)
+
+    by = np.array([[[part(hj) for hj in hh] for hh in hl] for hl in heads])
+    return dict(by_source=by, totals=by.sum(-1), mlps=np.array([part(m) for m in mlps]),
+                embeddings=(part(tok_e), part(pos_e)), biases=sum(part(p) for p in bias_parts) + float(b @ d),
+                lens=lens)
+
+
+class Attribution(unittest.TestCase):
+    def check(self, name, prompt, target=None, contrast=None):
+        d, cfg, w = load_variant(name)
+        args = ["--model", d, prompt, "--top", "4"]
+        if target is not None:
+            args += ["--target", target]
+        if contrast is not None:
+            args += ["--contrast", contrast]
+        j = explain_json(*args)
+        a = j["attribution"]
+        ids = [t["id"] for t in j["tokens"]]
+        t = a["target"]["id"]
+        k = a["contrast"]["id"] if contrast is not None else None
+        ref = reference_attribution(cfg, w, ids, t, k)
+        _, probs = reference(cfg, w, ids)
+        if target is None:
+            self.assertEqual(t, int(np.argmax(probs)))
+        # float32 model vs float64 NumPy: a few float32 layers' error, relative to the largest part.
+        scale = max(1.0, np.max(np.abs(ref["by_source"])), np.max(np.abs(ref["mlps"])))
+        tol = (2e-4 if name == "f32" else 2e-3) * scale
+        H = cfg["n_head"]
+        for e in a["heads"]:
+            l, h = e["layer"], e["head"]
+            self.assertLess(abs(e["total"] - ref["totals"][l, h]), tol, (name, prompt, l, h))
+            self.assertLess(np.max(np.abs(np.array(e["by_source"]) - ref["by_source"][l, h])), tol)
+        self.assertEqual(len(a["heads"]), cfg["n_layer"] * H)
+        self.assertLess(np.max(np.abs(np.array(a["mlps"]) - ref["mlps"])), tol, (name, prompt))
+        self.assertLess(abs(a["embeddings"]["token"] - ref["embeddings"][0]), tol)
+        self.assertLess(abs(a["embeddings"]["position"] - ref["embeddings"][1]), tol)
+        self.assertLess(abs(a["biases"] - ref["biases"]), tol)
+        logit = a["target"]["logit"] - (a["contrast"]["logit"] if k is not None else 0)
+        self.assertLess(abs(a["sum"] - logit), 1e-4 * scale)
+        self.assertEqual(len(j["logit_lens"]), cfg["n_layer"] + 1)
+        for e, ll in zip(j["logit_lens"], ref["lens"]):
+            pr = np.exp(ll - ll.max())
+            pr /= pr.sum()
+            for r in e["top"]:
+                self.assertLess(abs(r["logit"] - ll[r["id"]]), tol, e["after"])
+                self.assertLess(abs(r["probability"] - pr[r["id"]]), 1e-3)
+            top = np.sort(ll)[::-1][:len(e["top"])]
+            self.assertLess(np.max(np.abs(np.array([r["logit"] for r in e["top"]]) - top)), tol)
+        self.assertEqual([r["id"] for r in j["logit_lens"][-1]["top"]], [r["id"] for r in j["prediction"]["top"]])
+        return j
+
+    def test_attribution_and_lens_match_numpy(self):
+        for name in ["f32", "f16_prefixed", "bf16_gelu_erf"]:
+            self.check(name, SEED2)
+        self.check("f32", SEED, target=" lot")
+        self.check("f32", SEED2, target=" a", contrast=" lot")
+        self.check("f32", "a")
+
+    def test_compare_has_its_own_attribution(self):
+        d, cfg, w = load_variant("f32")
+        j = explain_json("--model", d, SEED, "--compare", SEED2, "--target", " lot")
+        self.assertEqual(j["compare"]["attribution"]["target"]["text"], " lot")
+        self.assertEqual(len(j["compare"]["attribution"]["heads"][0]["by_source"]), len(j["compare"]["tokens"]))
+        self.assertEqual(len(j["compare"]["logit_lens"]), cfg["n_layer"] + 1)
+
+    def test_target_refusals_are_one_line(self):
+        d, _, _ = load_variant("f32")
+        cases = [
+            (["--target", "ab"], "encodes to 2 tokens: it must be exactly one token"),
+            (["--target", ""], "target is empty"),
+            (["--target", " lot", "--contrast", " lot"], "contrast is the same token as the target"),
+            (["--target", " lot", "--contrast", "xy"], "contrast \"xy\" encodes to 2 tokens"),
+            (["--contrast", " a"], "contrast needs a target"),
+        ]
+        for extra, part in cases:
+            for js in ([], ["--json"]):
+                p = run("--model", d, SEED, *extra, *js, ok=False)
+                err = p.stderr.decode()
+                self.assertNotEqual(p.returncode, 0, extra)
+                self.assertEqual(p.stdout, b"", extra)
+                self.assertEqual(err.count("\n"), 1, (extra, err))
+                self.assertIn(part, err)
+
+    def test_terminal_shows_who_argued_and_the_lens(self):
+        d, cfg, _ = load_variant("f32")
+        out = run("--model", d, SEED2, "--target", " lot", "--contrast", " a").stdout.decode()
+        self.assertIn('== who argued for " lot" over " a" ==', out)
+        self.assertIn("top heads:", out)
+        self.assertIn("MLPs:", out)
+        self.assertIn("sum of the parts", out)
+        self.assertIn("== logit lens", out)
+        j = explain_json("--model", d, SEED2, "--target", " lot", "--contrast", " a")
+        a = j["attribution"]
+        m = re.search(r"sum of the parts (\S+) vs the model's logit difference (\S+)", out)
+        self.assertIsNotNone(m, out)
+        self.assertAlmostEqual(float(m.group(1)), a["sum"], places=5)
+        lens = [l for l in out.splitlines() if re.match(r"^  (embeddings|layer \d+) ", l)]
+        self.assertEqual(len(lens), cfg["n_layer"] + 1, out)
+
+
 if __name__ == "__main__":
     if len(sys.argv) < 3:
         sys.exit("usage: test_explain_cli.py JOMOIM_EXE TINY_GPT2_DIR")

@@ -48,12 +48,18 @@ struct ExplainOptions {
   std::optional<std::string> compare;  // a second prompt, explained with the same options
   std::string model_name;              // shown in the output (e.g. the model directory)
   bool matrices = true;                // false: "layers" is empty (tokens, prediction, heads summary only)
+  // The token whose logit "attribution" decomposes (default: the predicted next token of each
+  // prompt) and an optional second token: then the decomposed quantity is logit(target) -
+  // logit(contrast). Each must encode to exactly one token.
+  std::optional<std::string> target;
+  std::optional<std::string> contrast;
 };
 
 // Throws Error (one line) for an empty prompt when the vocabulary has no <|endoftext|> to start
 // from, a prompt (or compare prompt) longer than the context, a tokenizer id outside the
 // model's vocabulary, a layer/head index out of range, a silence index outside either prompt,
-// top < 1. An empty prompt is explained as the single token <|endoftext|>. Strings in the
+// top < 1, a target or contrast that is empty or not exactly one token, a contrast equal to the
+// target, a contrast without a target. An empty prompt is explained as the single token <|endoftext|>. Strings in the
 // result are valid UTF-8 (token texts escape control characters and invalid bytes as \n, \xNN;
 // the prompt's invalid bytes become U+FFFD), so nlohmann::json::dump() never throws on it.
 nlohmann::json explain(const GptModel& model, const Tokenizer& tokenizer, const std::string& prompt,

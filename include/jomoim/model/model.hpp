@@ -118,6 +118,14 @@ struct ForwardTrace {
   std::vector<float> token_embedding;     // [T, n_embd] rows of wte
   std::vector<float> position_embedding;  // [T, n_embd] rows of wpe
   std::vector<AttentionTrace> layers;     // n_layer entries
+  // Only when ForwardOptions::residual_rows is non-empty (else these stay empty): for each
+  // asked row r (an index into the new tokens, in the order asked), P = rows.size():
+  std::vector<int> residual_rows;  // the rows asked
+  std::vector<float> residual;     // [n_layer + 1, P, n_embd] the residual stream after the
+                                   // embeddings (entry 0) and after each layer (entry l + 1)
+  std::vector<float> attn_output;  // [n_layer, P, n_embd] each block's attention output
+                                   // (after c_proj, bias included), as added to the stream
+  std::vector<float> mlp_output;   // [n_layer, P, n_embd] each block's MLP output (bias included)
 };
 
 struct ForwardOptions {
@@ -131,6 +139,10 @@ struct ForwardOptions {
   // When set, filled with the attention internals of this pass. Costs copies and one extra
   // score computation per head; the normal path pays nothing when it is null.
   ForwardTrace* trace = nullptr;
+  // With `trace` set: also record the residual stream, attention outputs and MLP outputs at
+  // these rows (indices into the new tokens; see ForwardTrace). Plain copies of what the pass
+  // computed; nothing is recorded when empty. Ignored without a trace.
+  std::span<const int> residual_rows;
 };
 
 class GptModel {
