@@ -127,6 +127,7 @@ class Model:
         """The continuation of text, as str."""
     def explain(self, text: Text, *, layer: Optional[int] = None, head: Optional[int] = None,
                 silence: Iterable[int] = (), swap_qk: bool = False, top: int = 10, compare: Optional[Text] = None,
-                notation: Notation = "paper", matrices: bool = True) -> Dict[str, Any]:
+                notation: Notation = "paper", matrices: bool = True, target: Optional[Text] = None,
+                contrast: Optional[Text] = None) -> Dict[str, Any]:
         """`jomoim explain --json` (schema jomoim.explain/1) as Python objects; per head q, k, v, out, weights,
         scores, scaled (-inf where masked) are float32 arrays, mask a bool array (see the docstring)."""

@@ -347,7 +347,8 @@ class Model:
 
     def explain(self, text: Text, *, layer: Optional[int] = None, head: Optional[int] = None,
                 silence: Iterable[int] = (), swap_qk: bool = False, top: int = 10, compare: Optional[Text] = None,
-                notation: str = "paper", matrices: bool = True) -> Dict[str, Any]:
+                notation: str = "paper", matrices: bool = True, target: Optional[Text] = None,
+                contrast: Optional[Text] = None) -> Dict[str, Any]:
         """The explorer's "meeting minutes" of `text`: the content of `jomoim explain --json`
         (schema "jomoim.explain/1", docs/explain.md) as Python objects, the matrices as NumPy.
 
@@ -358,6 +359,9 @@ class Model:
         compare       a second prompt, explained with the same options ("compare").
         notation      "paper" (rows are tokens) or "3b1b" (every matrix transposed).
         matrices      False: "layers" is empty (tokens, prediction and the heads summary only).
+        target        the token (exactly one) whose logit "attribution" splits into the model's
+                      parts (default: the predicted next token).
+        contrast      with target: attribute logit(target) - logit(contrast) instead.
 
         The JSON becomes dicts, lists, str, int, float, bool and None, except (in "layers" and in
         "compare"'s "layers"), per head: q, k, v, out, weights -> float32 arrays (the model's
@@ -369,7 +373,8 @@ class Model:
 
         Raises jomoim.Error (the engine's message) for a layer or head out of range, a silence
         index outside the prompt (or the compare prompt), a prompt longer than the context,
-        top < 1, an unknown notation."""
+        top < 1, an unknown notation, a target or contrast that is not exactly one token, a contrast
+        equal to the target or without one."""
         if not isinstance(notation, str):
             raise TypeError(f"notation: expected 'paper' or '3b1b', got {type(notation).__name__}")
         if isinstance(silence, (str, bytes)) or not isinstance(silence, Iterable):
@@ -380,8 +385,10 @@ class Model:
                 raise TypeError(f"{name}: expected True or False, got {type(flag).__name__}")
         top = _int("top", top, -2**31, 2**31 - 1, "an int32")
         other = None if compare is None else _text("compare", compare)
+        tgt = None if target is None else _text("target", target)
+        con = None if contrast is None else _text("contrast", contrast)
         raw = self._core.explain(_text("text", text), notation, _opt_int("layer", layer), _opt_int("head", head),
-                                 silence, swap_qk, top, other, os.fsencode(self._path), matrices)
+                                 silence, swap_qk, top, other, os.fsencode(self._path), matrices, tgt, con)
         return _explain_arrays(json.loads(raw))
 
     def __repr__(self) -> str:

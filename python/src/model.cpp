@@ -218,7 +218,8 @@ class Model {
   // jomoim::explain() as the JSON text `jomoim explain --json` prints (model.py converts it).
   std::string explain(const std::string& prompt, const std::string& notation, std::optional<int> layer,
                       std::optional<int> head, const std::vector<int>& silence, bool swap_qk, int top,
-                      std::optional<std::string> compare, const std::string& model_name, bool matrices) const {
+                      std::optional<std::string> compare, const std::string& model_name, bool matrices,
+                      std::optional<std::string> target, std::optional<std::string> contrast) const {
     ExplainOptions o;
     o.notation = parse_notation(notation);
     o.layer = layer;
@@ -229,6 +230,8 @@ class Model {
     o.compare = std::move(compare);
     o.model_name = model_name;
     o.matrices = matrices;
+    o.target = std::move(target);
+    o.contrast = std::move(contrast);
     py::gil_scoped_release unlocked;
     return jomoim::explain(m_->model, m_->tokenizer, prompt, o).dump();
   }
@@ -271,7 +274,7 @@ void bind_model(py::module_& m) {
       .def("predict", &Model::predict, py::arg("text"), py::arg("top"))
       .def("explain", &Model::explain, py::arg("prompt"), py::arg("notation"), py::arg("layer"), py::arg("head"),
            py::arg("silence"), py::arg("swap_qk"), py::arg("top"), py::arg("compare"), py::arg("model_name"),
-           py::arg("matrices"))
+           py::arg("matrices"), py::arg("target") = py::none(), py::arg("contrast") = py::none())
       .def("generate", &Model::generate, py::arg("text"), py::arg("n"), py::arg("temperature"), py::arg("top_k"),
            py::arg("top_p"), py::arg("seed"), py::arg("stop_at_eos"));
 

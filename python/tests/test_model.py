@@ -376,6 +376,7 @@ EXPLAIN_CASES = [
     (["--silence", "0", "--silence", "2", "--head", "1"], dict(silence=[2, 0, 2], head=1)),
     (["--swap-qk", "--top", "4"], dict(swap_qk=True, top=4)),
     (["--compare", "héllo a lot", "--layer", "1"], dict(compare="héllo a lot", layer=1)),
+    (["--target", " lot", "--contrast", " a", "--layer", "0"], dict(target=" lot", contrast=" a", layer=0)),
 ]
 
 
@@ -393,6 +394,19 @@ def test_explain_equals_the_cli(name):
     got = m.explain("", layer=0, head=0)
     assert [t["id"] for t in got["tokens"]] == [m.eos_id]
     assert_same_content(got, cli_json("explain", "--model", variant_dir(name), "--layer", "0", "--head", "0", ""))
+
+
+def test_explain_target_and_contrast():
+    m = model("f32")
+    j = m.explain("I have a lot", target=" lot", contrast=" a", matrices=False)
+    a = j["attribution"]
+    assert (a["target"]["text"], a["contrast"]["text"]) == (" lot", " a")
+    assert abs(a["sum"] - (a["target"]["logit"] - a["contrast"]["logit"])) < 1e-4
+    assert len(j["logit_lens"]) == m.config["n_layer"] + 1
+    with pytest.raises(jomoim.Error, match="^target \"ab\" encodes to 2 tokens: it must be exactly one token$"):
+        m.explain("I have a lot", target="ab")
+    with pytest.raises(jomoim.Error, match="^contrast is the same token as the target$"):
+        m.explain("I have a lot", target=" lot", contrast=" lot")
 
 
 def test_explain_arrays_are_the_model_s_attention():
