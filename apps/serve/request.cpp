@@ -64,17 +64,20 @@ int get_int(const json& v, const std::string& name, std::int64_t lo, std::int64_
 
 ExplainRequest parse_explain_request(std::string_view body, const ModelShape& shape, const RequestLimits& limits) {
   const json j = parse_object(body, limits);
-  static const std::set<std::string> known = {"prompt",  "compare", "layer", "head",    "notation",
-                                              "silence", "swap_qk", "top",   "matrices"};
+  static const std::set<std::string> known = {"prompt",  "compare", "layer",    "head",   "notation", "silence",
+                                              "swap_qk", "top",     "matrices", "target", "contrast"};
   for (const auto& [key, value] : j.items())
     if (!known.count(key))
       refuse("unknown field " + quoted(key) +
-             " (known: prompt, compare, layer, head, notation, silence, swap_qk, top, matrices)");
+             " (known: prompt, compare, layer, head, notation, silence, swap_qk, top, matrices, target, contrast)");
   if (!j.contains("prompt")) refuse("the field \"prompt\" is required");
 
   ExplainRequest r;
   r.prompt = get_prompt(j, "prompt", limits);
   if (j.contains("compare") && !j["compare"].is_null()) r.options.compare = get_prompt(j, "compare", limits);
+  // One token each; explain() refuses anything else (400 with its message).
+  if (j.contains("target") && !j["target"].is_null()) r.options.target = get_prompt(j, "target", limits);
+  if (j.contains("contrast") && !j["contrast"].is_null()) r.options.contrast = get_prompt(j, "contrast", limits);
   if (j.contains("layer") && !j["layer"].is_null())
     r.options.layer = get_int(j["layer"], "\"layer\"", 0, shape.n_layer - 1,
                               "the model has " + std::to_string(shape.n_layer) + " layers");

@@ -7,8 +7,10 @@
 // POST /api/explain body, every field but "prompt" optional, unknown fields refused:
 //   {"prompt": "I have a lot", "compare": "Cash or credit card? I have a lot" | null,
 //    "layer": 0 | null, "head": 0 | null, "notation": "paper" | "3b1b",
-//    "silence": [0, 2], "swap_qk": false, "top": 10, "matrices": true}
-// ("matrices": false leaves out the per-head matrices: tokens, prediction and head summary only.)
+//    "silence": [0, 2], "swap_qk": false, "top": 10, "matrices": true,
+//    "target": " of" | null, "contrast": "." | null}
+// ("matrices": false leaves out the per-head matrices: tokens, prediction and head summary only;
+// "target"/"contrast": the one-token texts of the answer's "attribution", docs/explain.md.)
 // POST /api/tokenize body: {"prompt": "..."}.
 //
 // Errors: RequestError (a jomoim::Error) with a one-line message naming the field and the

@@ -204,8 +204,11 @@ TEST_F(ServeTest, ExplainPassesEveryOption) {
   o.swap_qk = true;
   o.top = 3;
   o.compare = "Cash or credit card? I have a lot";
+  o.target = " lot";
+  o.contrast = " a";
   auto r = post("/api/explain", R"({"prompt": "I have a lot", "layer": 1, "head": 2, "notation": "3b1b",
-      "silence": [0, 2], "swap_qk": true, "top": 3, "compare": "Cash or credit card? I have a lot"})");
+      "silence": [0, 2], "swap_qk": true, "top": 3, "compare": "Cash or credit card? I have a lot",
+      "target": " lot", "contrast": " a"})");
   ASSERT_TRUE(r);
   ASSERT_EQ(r->status, 200) << r->body;
   const json got = json::parse(r->body);
@@ -240,6 +243,10 @@ TEST_F(ServeTest, BadRequestsGet4xxWithAMessage) {
       {"no prompt", R"({"top": 3})", 400, "\"prompt\" is required"},
       {"unknown field", R"({"prompt": "a", "temperature": 1})", 400, "unknown field \"temperature\""},
       {"prompt not a string", R"({"prompt": 42})", 400, "\"prompt\" must be a string"},
+      {"target of two tokens", R"({"prompt": "a", "target": "ab"})", 400, "target \"ab\" encodes to 2 tokens"},
+      {"target not a string", R"({"prompt": "a", "target": 3})", 400, "\"target\" must be a string"},
+      {"contrast equal to target", R"({"prompt": "a", "target": " lot", "contrast": " lot"})", 400,
+       "contrast is the same token as the target"},
       {"prompt over the byte limit", json{{"prompt", std::string(1001, 'a')}}.dump(), 400, "limit is 1000"},
       {"prompt over the context", json{{"prompt", many_tokens}}.dump(), 400, "the model's context is "},
       {"compare over the context", json{{"prompt", "a"}, {"compare", many_tokens}}.dump(), 400, "\"compare\" has"},
@@ -400,8 +407,10 @@ TEST(ServeRequest, DefaultsAndEveryField) {
   EXPECT_EQ(r.options.top, jomoim::ExplainOptions{}.top);
   r = jomoim::serve::parse_explain_request(
       R"({"prompt": "", "compare": "y", "layer": 1, "head": 3, "notation": "3b1b", "silence": [47, 0],
-          "swap_qk": true, "top": 100, "matrices": false})",
+          "swap_qk": true, "top": 100, "matrices": false, "target": " of", "contrast": null})",
       shape);
+  EXPECT_EQ(r.options.target, " of");
+  EXPECT_FALSE(r.options.contrast);
   EXPECT_EQ(r.prompt, "");
   EXPECT_EQ(r.options.compare, "y");
   EXPECT_EQ(r.options.layer, 1);
