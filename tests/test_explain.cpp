@@ -802,6 +802,29 @@ TEST(ExplainAttribution, PartsSumToTheLogitAndSourcesToTheirHead) {
       }
 }
 
+TEST(ExplainAttribution, SilencedSourcesArgueNothingAndTheSumStillHolds) {
+  Fixture f;
+  ExplainOptions o;
+  o.silence = {0, 2};
+  o.target = " lot";
+  const json j = explain(f.model, f.tok, kSeedCompare, o);
+  const json& a = j["attribution"];
+  for (const auto& h : a["heads"])
+    for (int s : o.silence) EXPECT_EQ(h["by_source"][s].get<double>(), 0.0);
+  const std::vector<std::int32_t> ids = f.tok.encode(kSeedCompare);
+  Residuals r;
+  KvCache c(f.cfg, static_cast<int>(ids.size()));
+  ForwardOptions fo;
+  fo.trace = &r.tr;
+  fo.silenced = o.silence;
+  const int last[1] = {static_cast<int>(ids.size()) - 1};
+  fo.residual_rows = last;
+  r.logits = f.model.forward(ids, c, fo);
+  const std::int32_t t = f.tok.encode(" lot")[0];
+  EXPECT_EQ(a["target"]["logit"].get<float>(), r.logits[t]);  // the intervened pass is attributed
+  EXPECT_NEAR(a["sum"].get<double>(), r.logits[t], attribution_tolerance(f.model, r, t, -1));
+}
+
 TEST(ExplainAttribution, LogitLensEndsAtTheModelsPrediction) {
   for (std::uint64_t seed : {7u, 11u}) {
     Fixture f(3, 4, 32, 40, seed);
