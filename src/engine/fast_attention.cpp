@@ -42,20 +42,39 @@ using VF = hn::Vec<DF>;
 // transpose), and the softmax over keys becomes element-wise max/exp/sum across vectors of
 // rows, with no horizontal reductions.
 //
-// Register blocking: kMR key rows x kNV vectors of query rows. AVX-512 has 32 vector registers
-// (16 accumulators + 4 operands fit); the other x86 targets have 16.
+// Register blocking, one place per register file. AVX-512 has 32 vector registers: 4 key rows x
+// 4 vectors of query rows (16 accumulators + 4 operands + a broadcast). The other targets have
+// 16: 6 x 2 (12 accumulators + 2 operands + a broadcast), the shape of the classic Haswell
+// SGEMM kernel; 4 x 2, 8 accumulators, was exactly the FMA latency times the FMA pipes, so
+// every FMA had to issue on time (measured +NN % at (1,12,1024,64) on AVX2, bench/NOTES.md,
+// "AVX2 register blocking"). kMR rows are the remainder step of every 6-row kernel.
+//   kScore*: S^T = K Q^T (MR keys x NV vectors of rows); kRow*: O += P V in row layout (MR rows
+//   x NV vectors of value columns); kValue*: O^T += V^T P^T of the wide blocks (MR value
+//   columns x NV vectors of rows).
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
-constexpr size_t kNV = 4;
+constexpr size_t kScoreMR = 4, kScoreNV = 4;
+constexpr size_t kRowMR = 4, kRowNV = 4;
 // The transposed P·V of the wide blocks (O^T += V^T P^T) is blocked 8 x 2 instead: half the
 // P^T loads per key (its rows are 1 KiB apart and come from L2) and 8 V broadcasts from one
 // cache line. Measured +1-2 % at (1,8,2048..4096,128) on one thread; the same 8 x 2 blocking
 // for the scores gained nothing (bench/NOTES.md section 10).
 constexpr size_t kValueMR = 8, kValueNV = 2;
 #else
-constexpr size_t kNV = 2;
-constexpr size_t kValueMR = 4, kValueNV = kNV;
+constexpr size_t kScoreMR = 6, kScoreNV = 2;
+constexpr size_t kRowMR = 6, kRowNV = 2;
+constexpr size_t kValueMR = 6, kValueNV = 2;
 #endif
 constexpr size_t kMR = 4;
+// Keys per tile of the default 64-row blocks (plan.hpp) when the block has more rows than the
+// direct path takes: on the 16-register targets 128 instead of 256, so that a tile's P^T and V
+// (32 KiB each at D = 64) come from L1 more often; measured +3-6 % on AVX2 at N = 1024..4096,
+// D = 64, non-causal and causal, and -1..+2 % on AVX-512, which keeps 256 (bench/NOTES.md,
+// "AVX2 register blocking"). Decode blocks keep 256 keys on every target.
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+constexpr std::int64_t kRowBlockK = kBlockK;
+#else
+constexpr std::int64_t kRowBlockK = 128;
+#endif
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 // Scores are kept in base-2 units: the queries are packed pre-multiplied by scale * log2(e)
@@ -175,13 +194,15 @@ struct Tiled {
       for (size_t r = 0; r < MR; ++r)
         for (size_t x = 0; x < NV; ++x) acc[r][x] = kAccumulate ? hn::Load(df, c + r * ldc + x * L) : hn::Zero(df);
     }
-    for (size_t d = 0; d < depth; ++d) {
+    // a(r, d) at ad[r * ar], ad advancing by ak per d: the addresses are added, not multiplied.
+    const std::ptrdiff_t ak = kColumnsOfA ? lda : 1, ar = kColumnsOfA ? 1 : lda;
+    const float* HWY_RESTRICT ad = a;
+    const float* HWY_RESTRICT bd = bt;
+    for (size_t d = 0; d < depth; ++d, ad += ak, bd += ldb) {
       VF bv[NV];
-      for (size_t x = 0; x < NV; ++x) bv[x] = hn::Load(df, bt + d * ldb + x * L);
+      for (size_t x = 0; x < NV; ++x) bv[x] = hn::Load(df, bd + x * L);
       for (size_t r = 0; r < MR; ++r) {
-        const std::ptrdiff_t at =
-            kColumnsOfA ? std::ptrdiff_t(d) * lda + std::ptrdiff_t(r) : std::ptrdiff_t(r) * lda + std::ptrdiff_t(d);
-        const VF ab = hn::Set(df, a[at]);
+        const VF ab = hn::Set(df, ad[std::ptrdiff_t(r) * ar]);
         for (size_t x = 0; x < NV; ++x) acc[r][x] = hn::MulAdd(ab, bv[x], acc[r][x]);
       }
     }
@@ -208,10 +229,15 @@ struct Tiled {
   static HWY_INLINE void ScoreTile(const float* k, std::ptrdiff_t ldk, size_t keys, const float* qt, size_t cols,
                                    float* st, size_t depth) {
     size_t j = 0;
-    for (; j + kMR <= keys; j += kMR)
-      BroadcastColumns<kMR, kNV, false, false>(k + std::ptrdiff_t(j) * ldk, ldk, qt, cols, st + j * kBlockQ, depth);
+    for (; j + kScoreMR <= keys; j += kScoreMR)
+      BroadcastColumns<kScoreMR, kScoreNV, false, false>(k + std::ptrdiff_t(j) * ldk, ldk, qt, cols, st + j * kBlockQ,
+                                                         depth);
+    if constexpr (kScoreMR > kMR)
+      for (; j + kMR <= keys; j += kMR)
+        BroadcastColumns<kMR, kScoreNV, false, false>(k + std::ptrdiff_t(j) * ldk, ldk, qt, cols, st + j * kBlockQ,
+                                                      depth);
     for (; j < keys; ++j)
-      BroadcastColumns<1, kNV, false, false>(k + std::ptrdiff_t(j) * ldk, ldk, qt, cols, st + j * kBlockQ, depth);
+      BroadcastColumns<1, kScoreNV, false, false>(k + std::ptrdiff_t(j) * ldk, ldk, qt, cols, st + j * kBlockQ, depth);
   }
 
   // Few query rows (decode): s[r][j] = q[r] . k[j], one key row at a time, vectorised over D.
@@ -283,11 +309,13 @@ struct Tiled {
     VF acc[MR][NV];
     for (size_t r = 0; r < MR; ++r)
       for (size_t x = 0; x < NV; ++x) acc[r][x] = hn::Load(df, o + r * ldo + x * L);
-    for (size_t j = 0; j < keys; ++j) {
+    const float* HWY_RESTRICT vj = v;
+    const float* HWY_RESTRICT pj = pt;
+    for (size_t j = 0; j < keys; ++j, vj += ldv, pj += pl.pj) {
       VF vv[NV];
-      for (size_t x = 0; x < NV; ++x) vv[x] = hn::LoadU(df, v + std::ptrdiff_t(j) * ldv + std::ptrdiff_t(x * L));
+      for (size_t x = 0; x < NV; ++x) vv[x] = hn::LoadU(df, vj + x * L);
       for (size_t r = 0; r < MR; ++r) {
-        const VF pb = hn::Set(df, pt[j * pl.pj + r * pl.pr]);
+        const VF pb = hn::Set(df, pj[r * pl.pr]);
         for (size_t x = 0; x < NV; ++x) acc[r][x] = hn::MulAdd(pb, vv[x], acc[r][x]);
       }
     }
@@ -301,10 +329,11 @@ struct Tiled {
     const size_t L = hn::Lanes(DF());
     size_t x = 0;
     // One row (decode) has registers for twice the columns: each V row is then read in one
-    // pass instead of kNV-vector slices (at Dv = 128 on AVX-512, one pass instead of two).
+    // pass instead of kRowNV-vector slices (at Dv = 128 on AVX-512, one pass instead of two).
     if constexpr (MR == 1)
-      for (; x + 2 * kNV * L <= dvp; x += 2 * kNV * L) ValueMicro<1, 2 * kNV>(pt, pl, v + x, ldv, keys, o + x, dvp);
-    for (; x + kNV * L <= dvp; x += kNV * L) ValueMicro<MR, kNV>(pt, pl, v + x, ldv, keys, o + x, dvp);
+      for (; x + 2 * kRowNV * L <= dvp; x += 2 * kRowNV * L)
+        ValueMicro<1, 2 * kRowNV>(pt, pl, v + x, ldv, keys, o + x, dvp);
+    for (; x + kRowNV * L <= dvp; x += kRowNV * L) ValueMicro<MR, kRowNV>(pt, pl, v + x, ldv, keys, o + x, dvp);
     for (; x < dvp; x += L) ValueMicro<MR, 1>(pt, pl, v + x, ldv, keys, o + x, dvp);
   }
 
@@ -318,8 +347,9 @@ struct Tiled {
     size_t e = 0;
     for (; e + kValueMR <= dv; e += kValueMR)
       BroadcastColumns<kValueMR, kValueNV, true, true>(v + e, ldv, pt, cols, acct + e * kBlockQ, keys, alpha);
-    for (; e + kMR <= dv; e += kMR)
-      BroadcastColumns<kMR, kValueNV, true, true>(v + e, ldv, pt, cols, acct + e * kBlockQ, keys, alpha);
+    if constexpr (kValueMR > kMR)
+      for (; e + kMR <= dv; e += kMR)
+        BroadcastColumns<kMR, kValueNV, true, true>(v + e, ldv, pt, cols, acct + e * kBlockQ, keys, alpha);
     for (; e < dv; ++e)
       BroadcastColumns<1, kValueNV, true, true>(v + e, ldv, pt, cols, acct + e * kBlockQ, keys, alpha);
   }
@@ -335,7 +365,9 @@ struct Tiled {
   static HWY_INLINE void ValueTile(const float* pt, PLayout pl, size_t rows, const float* v, std::ptrdiff_t ldv,
                                    size_t keys, float* acc, size_t dvp) {
     size_t r = 0;
-    for (; r + kMR <= rows; r += kMR) ValueColumns<kMR>(pt + r * pl.pr, pl, v, ldv, keys, acc + r * dvp, dvp);
+    for (; r + kRowMR <= rows; r += kRowMR) ValueColumns<kRowMR>(pt + r * pl.pr, pl, v, ldv, keys, acc + r * dvp, dvp);
+    if constexpr (kRowMR > kMR)
+      for (; r + kMR <= rows; r += kMR) ValueColumns<kMR>(pt + r * pl.pr, pl, v, ldv, keys, acc + r * dvp, dvp);
     for (; r < rows; ++r) ValueColumns<1>(pt + r * pl.pr, pl, v, ldv, keys, acc + r * dvp, dvp);
   }
 
@@ -964,11 +996,19 @@ struct Tiled {
   }
 };
 
+// Rows of a full block of the plan (a block of one head's rows, or the stacked rows of several
+// heads when Nq is small).
+inline std::int64_t BlockRows(const Problem& p, const Plan& plan) {
+  return plan.heads_per_block > 1 ? p.s.Nq * plan.heads_per_block : std::min(p.s.Nq, plan.block_q);
+}
+
 void RunAttention(const Problem& p, const Plan& plan) {
   if (plan.block_q == kWideBlockQ) {
     Tiled<kWideBlockQ, kWideBlockK>::Run(p, plan);
   } else if (plan.block_q == kNarrowBlockQ) {
     Tiled<kNarrowBlockQ, kNarrowBlockK>::Run(p, plan);
+  } else if (kRowBlockK != kBlockK && BlockRows(p, plan) > Tiled<kBlockQ, kBlockK>::kDirectRows) {
+    Tiled<kBlockQ, kRowBlockK>::Run(p, plan);
   } else {
     Tiled<kBlockQ, kBlockK>::Run(p, plan);
   }
