@@ -210,34 +210,56 @@ struct Tiled {
       for (size_t x = 0; x < NV; ++x) hn::Store(acc[r][x], df, c + r * ldc + x * L);
   }
 
-  // The kernel above over all `cols` columns of bt and c (a multiple of the lanes), whose rows
-  // are kBlockQ floats apart.
+  // The kernel above over the columns [x, cols) of bt and c (cols a multiple of the lanes), whose
+  // rows are kBlockQ floats apart: NV vectors at a time, then NV / 2, ... for the rest.
   template <size_t MR, size_t NV, bool kColumnsOfA, bool kAccumulate>
   static HWY_INLINE void BroadcastColumns(const float* a, std::ptrdiff_t lda, const float* bt, size_t cols, float* c,
-                                          size_t depth, const float* cscale = nullptr) {
+                                          size_t depth, const float* cscale = nullptr, size_t x = 0) {
     const size_t L = hn::Lanes(DF());
-    size_t x = 0;
     for (; x + NV * L <= cols; x += NV * L)
       BroadcastMicro<MR, NV, kColumnsOfA, kAccumulate>(a, lda, bt + x, kBlockQ, c + x, kBlockQ, depth,
                                                        cscale ? cscale + x : nullptr);
-    for (; x < cols; x += L)
-      BroadcastMicro<MR, 1, kColumnsOfA, kAccumulate>(a, lda, bt + x, kBlockQ, c + x, kBlockQ, depth,
-                                                      cscale ? cscale + x : nullptr);
+    if constexpr (NV > 1)
+      if (x < cols) BroadcastColumns<MR, NV / 2, kColumnsOfA, kAccumulate>(a, lda, bt, cols, c, depth, cscale, x);
+  }
+
+  // The kernel over `rows` rows of A (row r at a + r * lda, or at a + r with kColumnsOfA) and of
+  // c (kBlockQ apart): MR x NV blocks, then the last rows. On the 16-register targets those
+  // take 4 x 2, 2 x 4 and 1 x 8 blocks, at least 8 accumulators each where the columns allow
+  // (one row of 2 accumulators is bound by the FMA latency: a 128-key tile's last 2 keys,
+  // 128 = 21 x 6 + 2, took about 5 % of the score kernel's time that way); on AVX-512 4 x NV and 1 x NV.
+  template <size_t MR, size_t NV, bool kColumnsOfA, bool kAccumulate>
+  static HWY_INLINE void BroadcastRows(const float* a, std::ptrdiff_t lda, size_t rows, const float* bt, size_t cols,
+                                       float* c, size_t depth, const float* cscale = nullptr) {
+    const std::ptrdiff_t rs = kColumnsOfA ? 1 : lda;
+    auto at = [&](size_t r) { return a + std::ptrdiff_t(r) * rs; };
+    size_t r = 0;
+    for (; r + MR <= rows; r += MR)
+      BroadcastColumns<MR, NV, kColumnsOfA, kAccumulate>(at(r), lda, bt, cols, c + r * kBlockQ, depth, cscale);
+    if constexpr (MR == 6 && NV == 2) {
+      if (r + 4 <= rows) {
+        BroadcastColumns<4, 2, kColumnsOfA, kAccumulate>(at(r), lda, bt, cols, c + r * kBlockQ, depth, cscale);
+        r += 4;
+      }
+      if (r + 2 <= rows) {
+        BroadcastColumns<2, 4, kColumnsOfA, kAccumulate>(at(r), lda, bt, cols, c + r * kBlockQ, depth, cscale);
+        r += 2;
+      }
+      if (r < rows)
+        BroadcastColumns<1, 8, kColumnsOfA, kAccumulate>(at(r), lda, bt, cols, c + r * kBlockQ, depth, cscale);
+    } else {
+      if constexpr (MR > kMR)
+        for (; r + kMR <= rows; r += kMR)
+          BroadcastColumns<kMR, NV, kColumnsOfA, kAccumulate>(at(r), lda, bt, cols, c + r * kBlockQ, depth, cscale);
+      for (; r < rows; ++r)
+        BroadcastColumns<1, NV, kColumnsOfA, kAccumulate>(at(r), lda, bt, cols, c + r * kBlockQ, depth, cscale);
+    }
   }
 
   // S^T [keys, cols] = K [keys, D] * Q^T [D, cols]; cols = rows rounded up to whole vectors.
   static HWY_INLINE void ScoreTile(const float* k, std::ptrdiff_t ldk, size_t keys, const float* qt, size_t cols,
                                    float* st, size_t depth) {
-    size_t j = 0;
-    for (; j + kScoreMR <= keys; j += kScoreMR)
-      BroadcastColumns<kScoreMR, kScoreNV, false, false>(k + std::ptrdiff_t(j) * ldk, ldk, qt, cols, st + j * kBlockQ,
-                                                         depth);
-    if constexpr (kScoreMR > kMR)
-      for (; j + kMR <= keys; j += kMR)
-        BroadcastColumns<kMR, kScoreNV, false, false>(k + std::ptrdiff_t(j) * ldk, ldk, qt, cols, st + j * kBlockQ,
-                                                      depth);
-    for (; j < keys; ++j)
-      BroadcastColumns<1, kScoreNV, false, false>(k + std::ptrdiff_t(j) * ldk, ldk, qt, cols, st + j * kBlockQ, depth);
+    BroadcastRows<kScoreMR, kScoreNV, false, false>(k, ldk, keys, qt, cols, st, depth);
   }
 
   // Few query rows (decode): s[r][j] = q[r] . k[j], one key row at a time, vectorised over D.
@@ -301,14 +323,21 @@ struct Tiled {
   struct PLayout {
     size_t pr, pj;  // strides of P's rows and keys in the score buffer
   };
+  //   With a non-null oscale, o's rows are first multiplied by oscale[r] (the online softmax's
+  //   rescale, folded into the one load of o per tile, as for O^T).
   template <size_t MR, size_t NV>
   static HWY_INLINE void ValueMicro(const float* HWY_RESTRICT pt, PLayout pl, const float* HWY_RESTRICT v,
-                                    std::ptrdiff_t ldv, size_t keys, float* HWY_RESTRICT o, size_t ldo) {
+                                    std::ptrdiff_t ldv, size_t keys, float* HWY_RESTRICT o, size_t ldo,
+                                    const float* HWY_RESTRICT oscale) {
     const DF df;
     const size_t L = hn::Lanes(df);
     VF acc[MR][NV];
-    for (size_t r = 0; r < MR; ++r)
-      for (size_t x = 0; x < NV; ++x) acc[r][x] = hn::Load(df, o + r * ldo + x * L);
+    for (size_t r = 0; r < MR; ++r) {
+      const VF f = hn::Set(df, oscale != nullptr ? oscale[r] : 1.0f);
+      for (size_t x = 0; x < NV; ++x)
+        acc[r][x] =
+            oscale != nullptr ? hn::Mul(hn::Load(df, o + r * ldo + x * L), f) : hn::Load(df, o + r * ldo + x * L);
+    }
     const float* HWY_RESTRICT vj = v;
     const float* HWY_RESTRICT pj = pt;
     for (size_t j = 0; j < keys; ++j, vj += ldv, pj += pl.pj) {
@@ -325,33 +354,26 @@ struct Tiled {
 
   template <size_t MR>
   static HWY_INLINE void ValueColumns(const float* pt, PLayout pl, const float* v, std::ptrdiff_t ldv, size_t keys,
-                                      float* o, size_t dvp) {
+                                      float* o, size_t dvp, const float* oscale) {
     const size_t L = hn::Lanes(DF());
     size_t x = 0;
     // One row (decode) has registers for twice the columns: each V row is then read in one
     // pass instead of kRowNV-vector slices (at Dv = 128 on AVX-512, one pass instead of two).
     if constexpr (MR == 1)
       for (; x + 2 * kRowNV * L <= dvp; x += 2 * kRowNV * L)
-        ValueMicro<1, 2 * kRowNV>(pt, pl, v + x, ldv, keys, o + x, dvp);
-    for (; x + kRowNV * L <= dvp; x += kRowNV * L) ValueMicro<MR, kRowNV>(pt, pl, v + x, ldv, keys, o + x, dvp);
-    for (; x < dvp; x += L) ValueMicro<MR, 1>(pt, pl, v + x, ldv, keys, o + x, dvp);
+        ValueMicro<1, 2 * kRowNV>(pt, pl, v + x, ldv, keys, o + x, dvp, oscale);
+    for (; x + kRowNV * L <= dvp; x += kRowNV * L) ValueMicro<MR, kRowNV>(pt, pl, v + x, ldv, keys, o + x, dvp, oscale);
+    for (; x < dvp; x += L) ValueMicro<MR, 1>(pt, pl, v + x, ldv, keys, o + x, dvp, oscale);
   }
 
   // AccT [dv, cols] = AccT * alpha (per column) + V^T [dv, keys] * P^T [keys, cols], the score
   // kernel's shape: P^T by aligned vector loads, V by broadcasts. The rescale by alpha rides on
   // the single load of each AccT element per tile (a separate sweep over the 128 KiB AccT, in
-  // L2, took about 3 % of the time at D = 128). Blocked kValueMR x kValueNV, then 4 and 1 rows
-  // of AccT for the rest of dv.
+  // L2, took about 3 % of the time at D = 128). Blocked kValueMR x kValueNV, the last rows of AccT as
+  // BroadcastRows says.
   static HWY_INLINE void ValueTileT(const float* pt, size_t cols, const float* v, std::ptrdiff_t ldv, size_t keys,
                                     float* acct, size_t dv, const float* alpha) {
-    size_t e = 0;
-    for (; e + kValueMR <= dv; e += kValueMR)
-      BroadcastColumns<kValueMR, kValueNV, true, true>(v + e, ldv, pt, cols, acct + e * kBlockQ, keys, alpha);
-    if constexpr (kValueMR > kMR)
-      for (; e + kMR <= dv; e += kMR)
-        BroadcastColumns<kMR, kValueNV, true, true>(v + e, ldv, pt, cols, acct + e * kBlockQ, keys, alpha);
-    for (; e < dv; ++e)
-      BroadcastColumns<1, kValueNV, true, true>(v + e, ldv, pt, cols, acct + e * kBlockQ, keys, alpha);
+    BroadcastRows<kValueMR, kValueNV, true, true>(v, ldv, dv, pt, cols, acct, keys, alpha);
   }
 
   // Wide blocks (256 rows) accumulate O^T, rows along the lanes: P^T is then read by aligned
@@ -361,14 +383,18 @@ struct Tiled {
   // row layout stays (bench/NOTES.md section 9).
   static constexpr bool kValuesTransposed = kBlockQ >= 256;
 
-  // Acc [rows, dvp] += P [rows, keys] * V [keys, dvp], P laid out as pl says.
+  // Acc [rows, dvp] = Acc * alpha (per row) + P [rows, keys] * V [keys, dvp], P laid out as pl
+  // says. The rescale rides on the one load of Acc per tile (a separate pass over Acc cost about
+  // 1 % at D = 64).
   static HWY_INLINE void ValueTile(const float* pt, PLayout pl, size_t rows, const float* v, std::ptrdiff_t ldv,
-                                   size_t keys, float* acc, size_t dvp) {
+                                   size_t keys, float* acc, size_t dvp, const float* alpha) {
     size_t r = 0;
-    for (; r + kRowMR <= rows; r += kRowMR) ValueColumns<kRowMR>(pt + r * pl.pr, pl, v, ldv, keys, acc + r * dvp, dvp);
+    for (; r + kRowMR <= rows; r += kRowMR)
+      ValueColumns<kRowMR>(pt + r * pl.pr, pl, v, ldv, keys, acc + r * dvp, dvp, alpha + r);
     if constexpr (kRowMR > kMR)
-      for (; r + kMR <= rows; r += kMR) ValueColumns<kMR>(pt + r * pl.pr, pl, v, ldv, keys, acc + r * dvp, dvp);
-    for (; r < rows; ++r) ValueColumns<1>(pt + r * pl.pr, pl, v, ldv, keys, acc + r * dvp, dvp);
+      for (; r + kMR <= rows; r += kMR)
+        ValueColumns<kMR>(pt + r * pl.pr, pl, v, ldv, keys, acc + r * dvp, dvp, alpha + r);
+    for (; r < rows; ++r) ValueColumns<1>(pt + r * pl.pr, pl, v, ldv, keys, acc + r * dvp, dvp, alpha + r);
   }
 
   static HWY_INLINE float MaxOf(const float* x, size_t n) {
@@ -695,10 +721,7 @@ struct Tiled {
       } else {
         SoftmaxStep(buf, tl);
       }
-      if (!value_t) {
-        for (std::int64_t r = 0; r < rows.n; ++r)
-          if (buf.alpha[r] != 1.0f) ScaleRow(buf.acc + r * buf.dvp, buf.dvp, buf.alpha[r]);
-      }  // (O^T is rescaled inside ValueTileT)
+      // (acc and O^T are rescaled by alpha inside ValueTile and ValueTileT)
       const float* vbase = p.v.data + rows.b * p.v.strides[0] + rows.g * p.v.strides[1] + t0 * p.v.strides[2];
       const float* vrows = vbase;
       std::ptrdiff_t ldv = p.v.strides[2];
@@ -720,7 +743,7 @@ struct Tiled {
         ldv = std::ptrdiff_t(buf.dvp);
       }
       if (!value_t) {
-        ValueTile(buf.st, buf.layout(), size_t(rows.n), vrows, ldv, size_t(tl), buf.acc, buf.dvp);
+        ValueTile(buf.st, buf.layout(), size_t(rows.n), vrows, ldv, size_t(tl), buf.acc, buf.dvp, buf.alpha);
       } else {
         ValueTileT(buf.st, buf.cols, vrows, ldv, size_t(tl), buf.acct, size_t(s.Dv), buf.alpha);
       }
