@@ -362,4 +362,27 @@ TEST(Simd, EveryTargetCanBePinnedAndRestored) {
   EXPECT_EQ(jomoim::active_simd_target(), best);
 }
 
+// Names as users type them: any case ("avx2"), and AVX512 / AVX-512 for Highway's AVX3.
+TEST(Simd, TargetNamesIgnoreCaseAndAcceptAvx512) {
+  const std::string best = jomoim::active_simd_target();
+  for (const std::string& t : targets()) {
+    std::string lower;
+    for (char c : t) lower += char(std::tolower(static_cast<unsigned char>(c)));
+    jomoim::set_simd_target(lower);
+    EXPECT_EQ(jomoim::active_simd_target(), t) << lower;
+  }
+  const auto& all = targets();
+  if (std::find(all.begin(), all.end(), "AVX3") != all.end()) {
+    for (const char* alias : {"AVX512", "avx512", "avx-512"}) {
+      jomoim::set_simd_target(alias);
+      EXPECT_EQ(jomoim::active_simd_target(), "AVX3") << alias;
+    }
+  } else {
+    EXPECT_THROW(jomoim::set_simd_target("avx512"), jomoim::Error);
+  }
+  EXPECT_THROW(jomoim::set_simd_target("avx2x"), jomoim::Error);
+  jomoim::set_simd_target("");
+  EXPECT_EQ(jomoim::active_simd_target(), best);
+}
+
 }  // namespace

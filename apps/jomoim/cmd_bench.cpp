@@ -122,7 +122,8 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--min-time", o->min_time, "seconds of timed calls, at least")
       ->check(at_least(0))
       ->capture_default_str();
-  cmd->add_option("--target", o->target, "pin the SIMD target (one of those --quick lists, e.g. AVX2)");
+  cmd->add_option("--target", o->target,
+                  "pin the SIMD target (one of those --quick lists, any case, e.g. AVX2 or avx2; AVX512 means AVX3)");
   cmd->add_option("--seed", o->seed, "seed of the random inputs")->capture_default_str();
   cmd->add_flag("--json", o->json, "one JSON object per line on stdout instead of tables");
   cmd->add_flag("--no-check", o->no_check, "skip the check against the reference (for quick profiling)");

@@ -17,7 +17,8 @@ std::vector<std::string> simd_targets();
 // The target the kernels dispatch to now.
 std::string active_simd_target();
 
-// Restricts dispatch to the named target (one of simd_targets()); "" restores the default.
+// Restricts dispatch to the named target (one of simd_targets(), in any case; "AVX512" names
+// AVX3); "" restores the default.
 // Throws Error for an unknown name. Not thread-safe: call it between attention calls.
 void set_simd_target(const std::string& name);
 }  // namespace jomoim
