@@ -391,6 +391,146 @@ def render(records):
     return "\n".join(out) + "\n"
 
 
+def pinned_title(target):
+    return f"{target}: jomoim pinned to Highway's {target} target"
+
+
+# What issue 20 asks of the AVX2 path (2 threads, fp32), as (test, text).
+def pinned_targets(key, causal):
+    b, hq, hkv, nq, nk, d, _ = key
+    if nq == 1:
+        return "copy", "≥ 85% of copy"
+    if causal:
+        return "peer", "≥ 2× peer"
+    if (b, hq, nq, d) in ((1, 12, 128, 64), (4, 8, 256, 64)):
+        return "peer", "≥ 1.5× peer"
+    if nq >= 1024:
+        return "ceilings", "≥ 90% sgemm, ≥ 75% FMA, ≥ 1.15× peer"
+    return None, ""
+
+
+def render_pinned(records):
+    """The section of a run with --target: jomoim and its ceilings pinned to one SIMD target, the
+    peers on their own best kernels."""
+    machine = next((r for r in records if r.get("kind") == "machine"), {})
+    end = next((r for r in records if r.get("kind") == "end"), {})
+    target, threads = machine.get("target", "?"), machine.get("threads", 2)
+    passes = sorted({r["pass"] for r in records if "pass" in r})
+    ceil = {k: [r for r in records if r.get("kind") == k and r.get(f)] for k, f in
+            (("sgemm", "gflops"), ("copy", "copy_gbs"), ("fma_peak", "gflops"))}
+    at = {k: {(r.get("pass"), r.get("shape_no")): r["copy_gbs" if k == "copy" else "gflops"] for r in rs}
+          for k, rs in ceil.items()}
+
+    def best_median(k, f):
+        vals = [r[f] for r in ceil[k]]
+        return (max(vals), statistics.median(vals), len(vals)) if vals else (None, None, 0)
+
+    groups, shapes = {}, []
+    for r in records:
+        if r.get("impl") not in ("jomoim", "onnxruntime", "torch") or "nq" not in r:
+            continue
+        key = shape_key(r)
+        if key not in shapes:
+            shapes.append(key)
+        groups.setdefault((r["impl"], r.get("variant", ""), key), Group()).runs.append(r)
+    shape_rec = {shape_key(r): r for g in groups.values() for r in g.runs}
+
+    def side(g, field, k):
+        out = []
+        for r in g.ok_runs:
+            c = at[k].get((r.get("pass"), r.get("shape_no")))
+            if c and r.get(field):
+                out.append(r[field] / c)
+        return out
+
+    def pct(ratios):
+        if not ratios:
+            return "–"
+        med = f"{100 * statistics.median(ratios):.0f}%"
+        return med if len(ratios) == 1 else f"{med} ({100 * min(ratios):.0f}–{100 * max(ratios):.0f})"
+
+    sg, fm, cp = best_median("sgemm", "gflops"), best_median("fma_peak", "gflops"), best_median("copy", "copy_gbs")
+    out = []
+    p = out.append
+    p(f"## {pinned_title(target)}")
+    p("")
+    p(f"jomoim's attention pinned to the {target} code path (`jomoim bench --target {target}`) on "
+      f"{machine.get('cpu', '?')} ({machine.get('cores', '?')} cores), {threads} threads, "
+      f"{len(passes)} pass(es) interleaved shape by shape, {machine.get('date_start', '?')} to "
+      f"{end.get('date_end', '?')}; jomoim {machine.get('jomoim_commit', '?')}. The ceilings are pinned the "
+      f"same way: OpenBLAS cblas_sgemm (n = 2048) with OPENBLAS_CORETYPE={machine.get('openblas_coretype', '?')} "
+      f"and the FMA peak on {target}'s vectors (`jomoim bench --fma-peak --target {target}`). "
+      "The peers (ONNX Runtime; PyTorch unless `--no-torch`) cannot be pinned and run their best kernels for "
+      "this CPU, so where the CPU has wider vectors than the pinned target, a speed-up over them is a lower "
+      "bound for the same comparison on a CPU that has only the pinned target.")
+    p("")
+    if sg[0]:
+        p(f"Ceilings over the run: sgemm {sg[0]:.0f} GFLOP/s best, {sg[1]:.0f} median of {sg[2]}; FMA peak "
+          + (f"{fm[0]:.0f} best, {fm[1]:.0f} median of {fm[2]}" if fm[0] else "not measured")
+          + (f"; copy bandwidth {cp[0]:.1f} GB/s best, {cp[1]:.1f} median of {cp[2]}." if cp[0] else "."))
+        p("")
+    p("Percentages and speed-ups are side by side: in each pass, jomoim's rate over the ceiling measured "
+      "just before that shape (or the fastest peer's ms over jomoim's), the median of the passes with "
+      "their range in brackets. The last column is what issue 20 asks of the AVX2 path.")
+    p("")
+    p("| shape | causal | jomoim ms | GFLOP/s | % of sgemm | % of FMA peak | best peer (ms) | speed-up "
+      "| target | met |")
+    p("|---|:---:|---:|---:|---:|---:|---|---:|---|:---:|")
+    for key in shapes:
+        rec = shape_rec[key]
+        j = groups.get(("jomoim", "", key), Group())
+        peers = [(peer_name(i, v), groups[(i, v, key)]) for i, v in PEERS if (i, v, key) in groups]
+        ok_peers = [(n, g) for n, g in peers if g.status == "ok"]
+        best = min(ok_peers, key=lambda x: x[1].best["median_ms"]) if ok_peers else None
+        causal = "yes" if key[-1] else "no"
+        best_txt = f"{best[0]} ({fmt_ms(best[1].best['median_ms'])})" if best else "–"
+        if j.status != "ok":
+            p(f"| {shape_label(rec)} | {causal} | {j.cell()} | | | | {best_txt} | | | |")
+            continue
+        per_pass = per_pass_speedups(j, ok_peers, passes) if best else []
+        speed = "–"
+        if per_pass:
+            speed = f"{statistics.median(per_pass):.2f}×"
+            if len(per_pass) > 1:
+                speed += f" ({min(per_pass):.2f}–{max(per_pass):.2f})"
+        sgr, fmr, cpr = side(j, "gflops", "sgemm"), side(j, "gflops", "fma_peak"), side(j, "gbs", "copy")
+        kind, text = pinned_targets(key, key[-1])
+        med = lambda xs: statistics.median(xs) if xs else 0.0  # noqa: E731
+        met = {"copy": lambda: med(cpr) >= 0.85,
+               "peer": lambda: med(per_pass) >= (2.0 if key[-1] else 1.5),
+               "ceilings": lambda: med(sgr) >= 0.90 and med(fmr) >= 0.75 and med(per_pass) >= 1.15}.get(kind)
+        met_txt = ("yes" if met() else "**no**") if met else ""
+        if key[3] == 1:  # decode: bandwidth, not flops
+            p(f"| {shape_label(rec)} | {causal} | {fmt_ms(j.best['median_ms'])} | {j.best['gflops']:.1f} "
+              f"| {pct(cpr)} of copy ({j.best['gbs']:.1f} GB/s) | | {best_txt} | {speed} | {text} | {met_txt} |")
+            continue
+        p(f"| {shape_label(rec)} | {causal} | {fmt_ms(j.best['median_ms'])} | {j.best['gflops']:.1f} | {pct(sgr)} "
+          f"| {pct(fmr)} | {best_txt} | {speed} | {text} | {met_txt} |")
+    p("")
+    p(f"Reproduce: `{machine.get('command', 'bash bench/run-benchmarks.sh --target ' + target)}` (any x86-64 "
+      "with the target; the raw JSON lines land in bench/results/).")
+    p("")
+    return "\n".join(out) + "\n"
+
+
+def write_section(path, md):
+    """Puts md (one '## ' section) into path in place of the section with the same title, or
+    before the first section this script does not own, or at the end."""
+    path = pathlib.Path(path)
+    title = md.splitlines()[0]
+    lines = path.read_text().splitlines(keepends=True) if path.exists() else []
+    heads = [i for i, ln in enumerate(lines) if ln.startswith("## ")]
+    start = next((i for i in heads if lines[i].rstrip("\n") == title), None)
+    if start is not None:
+        stop = next((i for i in heads if i > start), len(lines))
+    else:
+        start = next((i for i in heads if lines[i][3:].strip() not in OWN_SECTIONS and
+                      not lines[i][3:].strip().endswith("target")), len(lines))
+        stop = start
+    block = md.rstrip("\n") + "\n\n"
+    path.write_text("".join(lines[:start]) + block + "".join(lines[stop:]))
+
+
 # The sections this script writes; BENCHMARKS.md sections with other titles belong to other parts
 # of the project (Python, MPI, the GPT runtime, training...) and are kept as they are.
 OWN_SECTIONS = {"Results", "Memory at long sequences", "Noise and drift", "Failures", "Machine", "Reproduce",
@@ -417,9 +557,13 @@ def main():
     ap.add_argument("--markdown", default="-", help="output file (default: stdout)")
     a = ap.parse_args()
     records = [json.loads(ln) for ln in pathlib.Path(a.results).read_text().splitlines() if ln.strip()]
-    md = render(records)
+    machine = next((r for r in records if r.get("kind") == "machine"), {})
+    pinned = bool(machine.get("target"))
+    md = render_pinned(records) if pinned else render(records)
     if a.markdown == "-":
         sys.stdout.write(md)
+    elif pinned:
+        write_section(a.markdown, md)
     else:
         write_markdown(a.markdown, md)
     return 0

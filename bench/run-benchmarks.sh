@@ -6,6 +6,8 @@
 #   bash bench/run-benchmarks.sh                 3 passes over every shape (about 30 minutes on 2 cores)
 #   bash bench/run-benchmarks.sh --quick         skips the (1,32,4096,128) shapes, 1 pass (about 5 minutes)
 #   bash bench/run-benchmarks.sh --passes 5 --threads 2 --only '(1,12,512,64)'
+#   bash bench/run-benchmarks.sh --target AVX2   jomoim and its ceilings pinned to AVX2 (peers as they are);
+#                                                writes its own section of BENCHMARKS.md
 #   bash bench/run-benchmarks.sh --report [FILE] only re-renders BENCHMARKS.md from bench/results/
 #                                                (default: the latest run)
 #

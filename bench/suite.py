@@ -52,6 +52,15 @@ MEMORY_SWEEP = [dict(b=1, hq=4, hkv=4, nq=n, nk=n, d=64, causal=c, big=True)
                 for n in (1024, 4096, 16384) for c in (0, 1)]
 
 ORT_VARIANTS = ["mha", "mha-noflash", "mha-bnsh-kv", "attn23"]
+
+# --target: jomoim and its ceilings pinned to one Highway target, so that a machine with AVX-512
+# also measures the AVX2 path (issue 20). OpenBLAS is pinned with OPENBLAS_CORETYPE to the core
+# whose kernels use the same vectors; the FMA peak takes jomoim's --target. The peers cannot be
+# pinned (ONNX Runtime and PyTorch pick their kernels from CPUID), so next to a pinned jomoim they
+# run their best kernels: on a CPU with AVX-512 a speed-up over them is a lower bound for the
+# same comparison on a CPU without it.
+OPENBLAS_CORE = {"AVX2": "Haswell", "AVX3": "SkylakeX", "AVX3_DL": "SkylakeX", "AVX3_ZEN4": "Zen",
+                 "SSE4": "Nehalem", "SSSE3": "Core2"}
 TORCH_VARIANTS = ["naive", "sdpa"]
 
 
@@ -132,6 +141,10 @@ def reproduce_command(args):
         words += ["--threads", str(args.threads)]
     if args.only:
         words += ["--only", f"'{args.only}'"]
+    if args.target:
+        words += ["--target", args.target]
+    if args.no_torch:
+        words.append("--no-torch")
     return " ".join(words)
 
 
@@ -160,6 +173,8 @@ def machine_record(args):
         "onnxruntime_node": json.loads(ort_pkg.read_text())["version"] if ort_pkg.exists() else "?",
         "node": command_output(["node", "--version"]),
         "threads": args.threads,
+        "target": args.target,
+        "openblas_coretype": OPENBLAS_CORE.get(args.target) if args.target else None,
         "passes": args.passes,
         "quick": args.quick,
         "command": reproduce_command(args),
@@ -181,12 +196,13 @@ def measurements(shape, args, once=False):
     out = []
     jomoim = [args.jomoim, "bench", "--json", "--batch", str(s["b"]), "--heads", str(s["hq"]), "--kv-heads",
               str(s["hkv"]), "--q-len", str(s["nq"]), "--kv-len", str(s["nk"]), "--head-dim", str(s["d"]),
-              "--threads", str(args.threads)] + timing + (["--causal"] if s["causal"] else [])
+              "--threads", str(args.threads)] + timing + (["--causal"] if s["causal"] else []) + \
+        (["--target", args.target] if args.target else [])
     out.append(("jomoim", jomoim, base_env(), dict(common, impl="jomoim", variant="")))
     for v in ["mha"] if once else ORT_VARIANTS:
         out.append((f"onnxruntime {v}", ["node", str(HERE / "peers" / "ort_attention.js"), "--variant", v] + peer_args,
                     base_env(), dict(common, impl="onnxruntime", variant=v)))
-    for v in [] if once else TORCH_VARIANTS:
+    for v in [] if once or args.no_torch else TORCH_VARIANTS:
         out.append((f"torch {v}", [SYS_PY, str(HERE / "peers" / "torch_attention.py"), "--variant", v] + peer_args,
                     torch_env(args.threads), dict(common, impl="torch", variant=v)))
     return out
@@ -223,6 +239,9 @@ def main():
     ap.add_argument("--markdown", default=str(ROOT / "BENCHMARKS.md"), help="where the report goes ('-': stdout)")
     ap.add_argument("--timeout", type=int, default=900, help="seconds one measurement may take")
     ap.add_argument("--only", metavar="TEXT", help="only shapes whose label contains TEXT, e.g. '(1,12,128,64)'")
+    ap.add_argument("--target", metavar="NAME", help="pin jomoim and its ceilings to one SIMD target (e.g. AVX2); "
+                    "the report then goes to its own section of BENCHMARKS.md")
+    ap.add_argument("--no-torch", action="store_true", help="time ONNX Runtime only among the peers")
     ap.add_argument("--check-args", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.passes is None:
@@ -232,6 +251,8 @@ def main():
     suite = [s for s in shapes(args.quick) if args.only is None or args.only in report.shape_label(s)]
     if not suite:
         ap.error(f"--only {args.only!r} matches no shape")
+    if args.target and args.target not in OPENBLAS_CORE:
+        ap.error(f"--target {args.target!r}: one of {', '.join(OPENBLAS_CORE)}")
     if args.check_args:
         return 0
 
@@ -249,12 +270,16 @@ def main():
 
         log.write(json.dumps(records[0]) + "\n")
         ceilings = [args.jomoim, "bench", "--ceilings-only", "--json", "--threads", str(args.threads)]
+        ceilings_env = base_env()
+        if args.target:
+            ceilings += ["--target", args.target]
+            ceilings_env["OPENBLAS_CORETYPE"] = OPENBLAS_CORE[args.target]
         for pass_no in range(1, args.passes + 1):
             progress(f"pass {pass_no} of {args.passes}")
             for shape_no, shape in enumerate(suite):
                 # The ceilings are measured with every shape, so that their best and their drift are
                 # known over the whole run, not from one moment of it.
-                runs = [("ceilings", ceilings, base_env(), dict(kind="ceilings"))]
+                runs = [("ceilings", ceilings, ceilings_env, dict(kind="ceilings"))]
                 runs += measurements(shape, args)
                 if pass_no % 2 == 0:
                     runs.reverse()  # no program always runs right after the same neighbour
@@ -269,7 +294,7 @@ def main():
                     what = "; ".join(summary(r) for r in rs)
                     progress(f"pass {pass_no} {report.shape_label(shape)}{' causal' if shape['causal'] else ''} "
                              f"{label}: {what}")
-        if not args.quick and args.only is None:
+        if not args.quick and args.only is None and not args.target:
             progress("memory at long sequences")
             for shape in MEMORY_SWEEP:
                 for label, cmd, env, fallback in measurements(shape, args, once=True):
@@ -288,9 +313,11 @@ def main():
     latest.symlink_to(path.name)
     progress(f"results: {path.relative_to(ROOT)}")
 
-    markdown = report.render(records)
+    markdown = report.render_pinned(records) if args.target else report.render(records)
     if args.markdown == "-":
         sys.stdout.write(markdown)
+    elif args.target:
+        report.write_section(args.markdown, markdown)  # replaces only its own section
     else:
         report.write_markdown(args.markdown, markdown)  # keeps the sections other parts added
         progress(f"wrote {args.markdown}")
