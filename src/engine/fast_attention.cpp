@@ -16,6 +16,7 @@
 #include <exception>
 #include <limits>
 #include <mutex>
+#include <type_traits>
 #include <vector>
 
 #include "jomoim/engine/threads.hpp"
@@ -65,6 +66,8 @@ constexpr size_t kRowMR = 6, kRowNV = 2;
 constexpr size_t kValueMR = 6, kValueNV = 2;
 #endif
 constexpr size_t kMR = 4;
+template <size_t N>
+using Size = std::integral_constant<size_t, N>;
 // Keys per tile of the default 64-row blocks (plan.hpp) when the block has more rows than the
 // direct path takes: on the 16-register targets 128 instead of 256, so that a tile's P^T and V
 // (32 KiB each at D = 64) come from L1 more often; measured +3-6 % on AVX2 at N = 1024..4096,
@@ -352,18 +355,14 @@ struct Tiled {
       for (size_t x = 0; x < NV; ++x) hn::Store(acc[r][x], df, o + r * ldo + x * L);
   }
 
-  template <size_t MR>
+  // The kernel above over the columns [x, dvp) of V and o: NV vectors at a time, then NV / 2, ...
+  template <size_t MR, size_t NV>
   static HWY_INLINE void ValueColumns(const float* pt, PLayout pl, const float* v, std::ptrdiff_t ldv, size_t keys,
-                                      float* o, size_t dvp, const float* oscale) {
+                                      float* o, size_t dvp, const float* oscale, size_t x = 0) {
     const size_t L = hn::Lanes(DF());
-    size_t x = 0;
-    // One row (decode) has registers for twice the columns: each V row is then read in one
-    // pass instead of kRowNV-vector slices (at Dv = 128 on AVX-512, one pass instead of two).
-    if constexpr (MR == 1)
-      for (; x + 2 * kRowNV * L <= dvp; x += 2 * kRowNV * L)
-        ValueMicro<1, 2 * kRowNV>(pt, pl, v + x, ldv, keys, o + x, dvp, oscale);
-    for (; x + kRowNV * L <= dvp; x += kRowNV * L) ValueMicro<MR, kRowNV>(pt, pl, v + x, ldv, keys, o + x, dvp, oscale);
-    for (; x < dvp; x += L) ValueMicro<MR, 1>(pt, pl, v + x, ldv, keys, o + x, dvp, oscale);
+    for (; x + NV * L <= dvp; x += NV * L) ValueMicro<MR, NV>(pt, pl, v + x, ldv, keys, o + x, dvp, oscale);
+    if constexpr (NV > 1)
+      if (x < dvp) ValueColumns<MR, NV / 2>(pt, pl, v, ldv, keys, o, dvp, oscale, x);
   }
 
   // AccT [dv, cols] = AccT * alpha (per column) + V^T [dv, keys] * P^T [keys, cols], the score
@@ -389,12 +388,24 @@ struct Tiled {
   static HWY_INLINE void ValueTile(const float* pt, PLayout pl, size_t rows, const float* v, std::ptrdiff_t ldv,
                                    size_t keys, float* acc, size_t dvp, const float* alpha) {
     size_t r = 0;
-    for (; r + kRowMR <= rows; r += kRowMR)
-      ValueColumns<kRowMR>(pt + r * pl.pr, pl, v, ldv, keys, acc + r * dvp, dvp, alpha + r);
-    if constexpr (kRowMR > kMR)
-      for (; r + kMR <= rows; r += kMR)
-        ValueColumns<kMR>(pt + r * pl.pr, pl, v, ldv, keys, acc + r * dvp, dvp, alpha + r);
-    for (; r < rows; ++r) ValueColumns<1>(pt + r * pl.pr, pl, v, ldv, keys, acc + r * dvp, dvp, alpha + r);
+    auto block = [&](auto mr, auto nv) {
+      constexpr size_t MR = decltype(mr)::value, NV = decltype(nv)::value;
+      ValueColumns<MR, NV>(pt + r * pl.pr, pl, v, ldv, keys, acc + r * dvp, dvp, alpha + r);
+      r += MR;
+    };
+    while (r + kRowMR <= rows) block(Size<kRowMR>(), Size<kRowNV>());
+    // The last rows as BroadcastRows takes them; one row (decode) has registers for twice the
+    // columns, so each V row is read in one pass instead of kRowNV-vector slices (at Dv = 128 on
+    // AVX-512, one pass instead of two).
+    if constexpr (kRowMR == 6 && kRowNV == 2) {
+      if (r + 4 <= rows) block(Size<4>(), Size<2>());
+      if (r + 2 <= rows) block(Size<2>(), Size<4>());
+      if (r < rows) block(Size<1>(), Size<8>());
+    } else {
+      if constexpr (kRowMR > kMR)
+        while (r + kMR <= rows) block(Size<kMR>(), Size<kRowNV>());
+      while (r < rows) block(Size<1>(), Size<2 * kRowNV>());
+    }
   }
 
   static HWY_INLINE float MaxOf(const float* x, size_t n) {
