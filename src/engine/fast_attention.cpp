@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "jomoim/engine/threads.hpp"
+
 #include "plan.hpp"
 #include "problem.hpp"
 
@@ -27,6 +28,7 @@
 #define HWY_TARGET_INCLUDE "fast_attention.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 // Must come after foreach_target.h.
+#include <hwy/cache_control.h>
 #include <hwy/contrib/math/math-inl.h>
 #include <hwy/highway.h>
 
@@ -66,6 +68,10 @@ constexpr size_t kRowMR = 6, kRowNV = 2;
 constexpr size_t kValueMR = 6, kValueNV = 2;
 #endif
 constexpr size_t kMR = 4;
+// The decode path streams K and V from memory, each row once: it prefetches the rows this many
+// keys ahead (16 KiB at D = 128). Measured on AVX2 at decode 1 x 4096, H32, D128 (Zen 5): one
+// thread 29 -> 37 GB/s, two threads 46 -> 51 (bench/NOTES.md, "Decode prefetch").
+constexpr std::ptrdiff_t kPrefetchKeys = 32;
 template <size_t N>
 using Size = std::integral_constant<size_t, N>;
 // Keys per tile of the default 64-row blocks (plan.hpp) when the block has more rows than the
@@ -278,6 +284,7 @@ struct Tiled {
     const size_t whole = depth / L * L;
     for (size_t j = 0; j < keys; ++j) {
       const float* kr = k + std::ptrdiff_t(j) * ldk;
+      for (size_t c = 0; c < depth; c += 16) hwy::Prefetch(kr + kPrefetchKeys * ldk + std::ptrdiff_t(c));
       VF acc[R];
       for (size_t r = 0; r < R; ++r) acc[r] = hn::Zero(df);
       for (size_t d = 0; d < whole; d += L) {
@@ -328,7 +335,9 @@ struct Tiled {
   };
   //   With a non-null oscale, o's rows are first multiplied by oscale[r] (the online softmax's
   //   rescale, folded into the one load of o per tile, as for O^T).
-  template <size_t MR, size_t NV>
+  //   With kStream (the few rows of the direct path, which read each V row once), the V rows
+  //   kPrefetchKeys ahead are prefetched.
+  template <size_t MR, size_t NV, bool kStream>
   static HWY_INLINE void ValueMicro(const float* HWY_RESTRICT pt, PLayout pl, const float* HWY_RESTRICT v,
                                     std::ptrdiff_t ldv, size_t keys, float* HWY_RESTRICT o, size_t ldo,
                                     const float* HWY_RESTRICT oscale) {
@@ -344,6 +353,8 @@ struct Tiled {
     const float* HWY_RESTRICT vj = v;
     const float* HWY_RESTRICT pj = pt;
     for (size_t j = 0; j < keys; ++j, vj += ldv, pj += pl.pj) {
+      if constexpr (kStream)
+        for (size_t c = 0; c < NV * L; c += 16) hwy::Prefetch(vj + kPrefetchKeys * ldv + std::ptrdiff_t(c));
       VF vv[NV];
       for (size_t x = 0; x < NV; ++x) vv[x] = hn::LoadU(df, vj + x * L);
       for (size_t r = 0; r < MR; ++r) {
@@ -356,13 +367,13 @@ struct Tiled {
   }
 
   // The kernel above over the columns [x, dvp) of V and o: NV vectors at a time, then NV / 2, ...
-  template <size_t MR, size_t NV>
+  template <size_t MR, size_t NV, bool kStream>
   static HWY_INLINE void ValueColumns(const float* pt, PLayout pl, const float* v, std::ptrdiff_t ldv, size_t keys,
                                       float* o, size_t dvp, const float* oscale, size_t x = 0) {
     const size_t L = hn::Lanes(DF());
-    for (; x + NV * L <= dvp; x += NV * L) ValueMicro<MR, NV>(pt, pl, v + x, ldv, keys, o + x, dvp, oscale);
+    for (; x + NV * L <= dvp; x += NV * L) ValueMicro<MR, NV, kStream>(pt, pl, v + x, ldv, keys, o + x, dvp, oscale);
     if constexpr (NV > 1)
-      if (x < dvp) ValueColumns<MR, NV / 2>(pt, pl, v, ldv, keys, o, dvp, oscale, x);
+      if (x < dvp) ValueColumns<MR, NV / 2, kStream>(pt, pl, v, ldv, keys, o, dvp, oscale, x);
   }
 
   // AccT [dv, cols] = AccT * alpha (per column) + V^T [dv, keys] * P^T [keys, cols], the score
@@ -390,7 +401,11 @@ struct Tiled {
     size_t r = 0;
     auto block = [&](auto mr, auto nv) {
       constexpr size_t MR = decltype(mr)::value, NV = decltype(nv)::value;
-      ValueColumns<MR, NV>(pt + r * pl.pr, pl, v, ldv, keys, acc + r * dvp, dvp, alpha + r);
+      if (rows <= std::size_t(kDirectRows)) {
+        ValueColumns<MR, NV, true>(pt + r * pl.pr, pl, v, ldv, keys, acc + r * dvp, dvp, alpha + r);
+      } else {
+        ValueColumns<MR, NV, false>(pt + r * pl.pr, pl, v, ldv, keys, acc + r * dvp, dvp, alpha + r);
+      }
       r += MR;
     };
     while (r + kRowMR <= rows) block(Size<kRowMR>(), Size<kRowNV>());
