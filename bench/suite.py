@@ -151,8 +151,11 @@ def reproduce_command(args):
 def machine_record(args):
     cpu = "?"
     with open("/proc/cpuinfo") as f:
-        m = re.search(r"^model name\s*:\s*(.*)$", f.read(), re.M)
+        info = f.read()
+        m = re.search(r"^model name\s*:\s*(.*)$", info, re.M)
         cpu = m.group(1) if m else cpu
+        fm = re.search(r"^flags\s*:\s*(.*)$", info, re.M)
+        flags = set(fm.group(1).split()) if fm else set()
     with open("/proc/meminfo") as f:
         mem_gib = int(f.readline().split()[1]) / 2**20
     dpkg = lambda p: command_output(["dpkg-query", "-W", "-f=${Version}", p]) or "?"  # noqa: E731
@@ -162,6 +165,9 @@ def machine_record(args):
         "kind": "machine",
         "date_start": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "cpu": cpu,
+        "cpu_family_model": " ".join(re.findall(r"^(?:cpu family|model)\s*:\s*(\d+)$", info, re.M)[:2]),
+        "avx512": "avx512f" in flags,
+        "avx512_bf16": "avx512_bf16" in flags,
         "cores": os.cpu_count(),
         "mem_gib": round(mem_gib, 1),
         "kernel": platform.release(),

@@ -175,6 +175,74 @@ def case_report_wrong():
     assert jomoim_cells(report.render(recs))[:2] == ["WRONG", "WRONG"]
 
 
+def case_target_pins_engine_and_fma_peak():
+    """--target pins the engine and the FMA peak, in any case; an unknown target is one line, exit 1."""
+    (r,) = bench_json("--heads", 2, "--q-len", 40, "--head-dim", 16, "--target", "avx2", "--reps", 1, "--warmup", 0,
+                      "--min-time", 0)
+    assert r["simd_target"] == "AVX2" and r["status"] == "ok" and r["check_max_err"] <= r["check_tol"], r
+    (f,) = bench_json("--ceilings-only", "--fma-peak", "--threads", 1, "--target", "AVX2")
+    assert f["target"] == "AVX2", f
+    p = subprocess.run([EXE, "bench", "--target", "avx7", "--q-len", "8"], capture_output=True, text=True, timeout=60)
+    assert p.returncode != 0 and len(p.stderr.strip().splitlines()) == 1 and "avx7" in p.stderr, (p.returncode,
+                                                                                                   p.stderr)
+
+
+def pinned_run(avx512):
+    """One pass, pinned to AVX2: a non-causal N = 1024 shape at 92 % of its sgemm, a causal one
+    1.6x a peer, and a decode at 90 % of copy."""
+    recs = [{"kind": "machine", "threads": 2, "date_start": "d0", "target": "AVX2", "openblas_coretype": "Haswell",
+             "cpu": "Test CPU", "cores": 2, "avx512": avx512, "command": "bash bench/run-benchmarks.sh --target AVX2"}]
+    shapes = [(dict(b=1, hq=12, hkv=12, nq=1024, nk=1024, d=64, dv=64, causal=False), 10.0, 9.0, 230.0),
+              (dict(b=1, hq=12, hkv=12, nq=1024, nk=1024, d=64, dv=64, causal=True), 6.0, 9.6, 200.0),
+              (dict(b=1, hq=32, hkv=32, nq=1, nk=4096, d=128, dv=128, causal=False), 2.0, 3.0, 30.0)]
+    for shape_no, (shape, mine, peer, gflops) in enumerate(shapes):
+        at = {"pass": 1, "shape_no": shape_no}
+        recs.append(dict(at, kind="sgemm", gflops=250.0))
+        recs.append(dict(at, kind="fma_peak", gflops=280.0, gflops_median=270.0))
+        recs.append(dict(at, kind="copy", copy_gbs=50.0))
+        recs.append(dict(shape, **at, threads=2, kind="attention", status="ok", impl="jomoim", variant="",
+                         median_ms=mine, gflops=gflops, gbs=45.0, simd_target="AVX2"))
+        recs.append(dict(shape, **at, threads=2, kind="attention", status="ok", impl="onnxruntime", variant="mha",
+                         median_ms=peer, gflops=1.0, gbs=1.0))
+    recs.append({"kind": "end", "date_end": "d1"})
+    return recs
+
+
+def case_report_pinned_target():
+    md = report.render_pinned(pinned_run(avx512=True))
+    assert md.startswith("## AVX2: jomoim pinned to Highway's AVX2 target"), md[:80]
+    rows = {ln.split("|")[1].strip() + ln.split("|")[2].strip(): ln for ln in md.splitlines()
+            if ln.startswith("| (") or ln.startswith("| decode")}
+    nc, c, dec = rows["(1,12,1024,64)no"], rows["(1,12,1024,64)yes"], rows["decode 1×4096, H32, D128no"]
+    # 230 / 250 = 92 % of sgemm, 230 / 280 = 82 % of the FMA peak: the proxy is met.
+    assert "| 92% |" in nc and "| 82% |" in nc and nc.rstrip().endswith("| yes |"), nc
+    # 9.6 / 6.0 = 1.6x < 2x, but the peer ran AVX-512 kernels: not shown, not failed.
+    assert "1.60×" in c and "not shown here" in c, c
+    assert "90% of copy" in dec and dec.rstrip().endswith("| yes |"), dec
+    assert "OPENBLAS_CORETYPE=Haswell" in md and "with AVX-512" in md, md
+    # On an AVX2-only CPU the peers are AVX2 too: 1.6x is a miss.
+    c2 = next(ln for ln in report.render_pinned(pinned_run(avx512=False)).splitlines()
+              if ln.startswith("| (1,12,1024,64) | yes"))
+    assert c2.rstrip().endswith("| **no** |"), c2
+
+
+def case_write_section_replaces_only_its_own():
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        path = pathlib.Path(tmp) / "BENCHMARKS.md"
+        path.write_text("# Benchmarks\n\n## Results\nmain table\n\n## Method\nm\n\n## Python: foo\nkept\n")
+        for n in (1, 2):
+            report.write_section(path, f"## AVX2: jomoim pinned to Highway's AVX2 target\n\nrun {n}\n")
+        text = path.read_text()
+        assert text.count("## AVX2:") == 1 and "run 2" in text and "run 1" not in text, text
+        assert text.index("## Method") < text.index("## AVX2:") < text.index("## Python: foo"), text
+        assert "main table" in text and "kept" in text, text
+        # The main report's rewrite keeps the pinned section (it is not one of its own).
+        report.write_markdown(path, "# Benchmarks\n\n## Results\nnew main\n")
+        text = path.read_text()
+        assert "new main" in text and "run 2" in text and "kept" in text and "main table" not in text, text
+
+
 def main():
     cases = [(name, fn) for name, fn in globals().items() if name.startswith("case_")]
     failed = 0
