@@ -1,0 +1,85 @@
+// simd_blocks-inl.h — SIMD building blocks shared by the engine's kernels (internal): the
+// exponential of the online softmax and the four-at-once lane sums. Included once per Highway
+// target by each kernel file (after <hwy/highway.h>, inside no namespace), like Highway's own
+// -inl.h headers: the guard below toggles with HWY_TARGET_TOGGLE.
+#if defined(JOMOIM_ENGINE_SIMD_BLOCKS_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef JOMOIM_ENGINE_SIMD_BLOCKS_INL_H_
+#undef JOMOIM_ENGINE_SIMD_BLOCKS_INL_H_
+#else
+#define JOMOIM_ENGINE_SIMD_BLOCKS_INL_H_
+#endif
+
+#include <hwy/highway.h>
+
+HWY_BEFORE_NAMESPACE();
+namespace jomoim::detail {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using DF = hn::ScalableTag<float>;
+using VF = hn::Vec<DF>;
+
+// 2^x for x <= 0 (and x = -inf gives +0), about 1 ulp: x = n + f with n = round(x),
+// f in [-1/2, 1/2]; 2^f by a degree-6 polynomial (relative error 1.0e-7 in float arithmetic,
+// fitted here for 2^f with the constant term fixed at 1, so 2^0 = 1 exactly), times 2^n by
+// adding n to the exponent field. Adding 1.5 * 2^23 rounds x to an integer in the low mantissa
+// bits, whose shift by 23 is n's exponent increment (two's complement wraps correctly). The
+// clamp at -127 makes -inf exactly +0 (n = -127, f = 0); x in (-127, -126) gives a denormal
+// of about the right size. 14 operations against about 25 for a general exp. A NaN stays NaN
+// (docs/design.md, "Non-finite inputs"): x86's max returns its second operand when one is NaN, so the clamp is one
+// Max there; Highway's emulated targets return the number, so they compare and select.
+HWY_INLINE VF Exp2NonPositive(DF df, VF x) {
+  const hn::RebindToSigned<DF> di;
+#if HWY_TARGET == HWY_EMU128 || HWY_TARGET == HWY_SCALAR
+  x = hn::IfThenElse(hn::Lt(x, hn::Set(df, -127.0f)), hn::Set(df, -127.0f), x);
+#else
+  x = hn::Max(hn::Set(df, -127.0f), x);
+#endif
+  const VF magic = hn::Set(df, 12582912.0f);
+  const VF shifted = hn::Add(x, magic);
+  const VF f = hn::Sub(x, hn::Sub(shifted, magic));
+  VF p = hn::Set(df, 1.5353361959569156e-4f);
+  p = hn::MulAdd(p, f, hn::Set(df, 1.3398875016719103e-3f));
+  p = hn::MulAdd(p, f, hn::Set(df, 9.61843691766262e-3f));
+  p = hn::MulAdd(p, f, hn::Set(df, 5.5503323674201965e-2f));
+  p = hn::MulAdd(p, f, hn::Set(df, 2.4022647738456726e-1f));
+  p = hn::MulAdd(p, f, hn::Set(df, 6.931471824645996e-1f));
+  p = hn::MulAdd(p, f, hn::Set(df, 1.0f));
+  const auto e = hn::ShiftLeft<23>(hn::BitCast(di, shifted));
+  return hn::BitCast(df, hn::Add(hn::BitCast(di, p), e));
+}
+
+// Lane sums of four vectors at once, in the four lanes of a 128-bit vector: two levels of
+// interleave-and-add within each 128-bit block (a 4 x 4 transpose folded into the adds), then
+// the blocks added together. About 13 operations for four sums, where four SumOfLanes take
+// about 36. x86 targets with 256-bit vectors or wider; the others use SumOfLanes.
+#undef JOMOIM_SUM4  // this file is included once per target
+#if HWY_TARGET <= HWY_AVX2
+#define JOMOIM_SUM4 1
+template <class D>
+HWY_INLINE hn::Vec<hn::Full128<float>> FoldBlocks(D d, hn::Vec<D> v) {
+  if constexpr (D::kPrivateN <= 4) {
+    (void)d;
+    return v;
+  } else {
+    const hn::Half<D> dh;
+    return FoldBlocks(dh, hn::Add(hn::LowerHalf(dh, v), hn::UpperHalf(dh, v)));
+  }
+}
+HWY_INLINE hn::Vec<hn::Full128<float>> Sum4(VF a, VF b, VF c, VF d) {
+  const DF df;
+  const hn::Repartition<double, DF> dd;
+  const VF ab = hn::Add(hn::InterleaveLower(df, a, b), hn::InterleaveUpper(df, a, b));
+  const VF cd = hn::Add(hn::InterleaveLower(df, c, d), hn::InterleaveUpper(df, c, d));
+  const auto ab64 = hn::BitCast(dd, ab), cd64 = hn::BitCast(dd, cd);
+  const VF abcd = hn::Add(hn::BitCast(df, hn::InterleaveLower(dd, ab64, cd64)),
+                          hn::BitCast(df, hn::InterleaveUpper(dd, ab64, cd64)));
+  return FoldBlocks(df, abcd);
+}
+#endif
+
+}  // namespace HWY_NAMESPACE
+}  // namespace jomoim::detail
+HWY_AFTER_NAMESPACE();
+
+#endif  // per-target include guard
