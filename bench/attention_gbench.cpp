@@ -23,6 +23,7 @@
 
 #include "attention_cases.hpp"
 #include "jomoim/engine/attention.hpp"
+#include "jomoim/engine/quant.hpp"
 #include "jomoim/engine/simd.hpp"
 
 namespace {
@@ -95,6 +96,28 @@ BENCHMARK(BM_attention)
     ->Apply(decode_shapes)
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
+
+// Decode with 8-bit keys and values (attention_q8kv, q8 blocks of 32): the same shapes, the K/V
+// quantized once outside the timing. bytes counts what is read: q, the q8 values and scales, out.
+void BM_attention_decode_q8(benchmark::State& state) {
+  Inputs in(state.range(0), state.range(1), state.range(2), state.range(3), state.range(4), state.range(5));
+  jomoim::AttentionOptions options;
+  options.causal = state.range(6) != 0;
+  const jomoim::AttentionShape shape = jomoim::check_attention_args(in.qv(), in.kv(), in.vv(), nullptr, options);
+  const jomoim::Q8Buffer k8 = jomoim::quantize_q8(in.kv()), v8 = jomoim::quantize_q8(in.vv());
+  for (auto _ : state) {
+    jomoim::attention_q8kv(in.qv(), k8.view(), v8.view(), in.outv(), options);
+    benchmark::DoNotOptimize(in.out.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["FLOP"] =
+      benchmark::Counter(jomoim::attention_flops(shape, options.causal), benchmark::Counter::kIsIterationInvariantRate);
+  const double bytes = 4.0 * double(in.q.size() + in.out.size()) + double(k8.values.size() + v8.values.size()) +
+                       4.0 * double(k8.scales.size() + v8.scales.size());
+  state.counters["bytes"] = benchmark::Counter(bytes, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(jomoim::active_simd_target());
+}
+BENCHMARK(BM_attention_decode_q8)->Apply(decode_shapes)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 // Backward: dQ, dK, dV of one forward (out and lse computed once, outside the timing). FLOP
 // counts the forward's convention (attention_flops) so the rate compares with BM_attention's:

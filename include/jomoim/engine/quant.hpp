@@ -1,0 +1,75 @@
+// jomoim/engine/quant.hpp — 8-bit keys and values: the q8 format, and attention that reads it.
+//
+// Format (q8, the layout of ggml's Q8_0 with a float scale): a [B, H, N, D] tensor is cut along
+// its last dimension into blocks of `block` consecutive values (block divides D; 32 by default,
+// a multiple of 16). Each block b of a row stores
+//   d = max_i |x_i| / 127   (d = 0 for a block of zeros)
+//   q_i = round_half_even(x_i / d)   in [-127, 127]
+// and represents x_i ~ d * q_i, with |x_i - d q_i| <= d / 2. The int8 values are one C-order
+// [B, H, N, D] array, the scales one C-order [B, H, N, D / block] float array: 1 + 4 / block
+// bytes per value (1.125 at block 32, against 4 for float32).
+//
+// Why blocks along D, per key/value row: a KV cache appends one token's rows at a time, and
+// per-row blocks quantize each new row on its own (no scale of an older row changes). Blocks of
+// 32 match llama.cpp's Q8_0 (the peer of issue 19) error for error; one block per row (block =
+// D) is the per-token-per-head choice, fewer bytes and a coarser scale.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <type_traits>
+#include <vector>
+
+#include "jomoim/core/tensor.hpp"
+#include "jomoim/engine/attention.hpp"
+
+namespace jomoim {
+
+// A q8 tensor [B, H, N, D] in C order (see above). Views do not own their memory.
+template <class I8, class F>
+struct Q8View {
+  std::array<std::int64_t, 4> shape{};  // [B, H, N, D]
+  std::int64_t block = 32;              // values per scale; divides D
+  I8* values = nullptr;                 // [B, H, N, D]
+  F* scales = nullptr;                  // [B, H, N, D / block]
+  std::int64_t numel() const { return shape[0] * shape[1] * shape[2] * shape[3]; }
+  std::int64_t blocks_per_row() const { return block > 0 ? shape[3] / block : 0; }
+  // A read-only view of the same memory.
+  template <class CI8 = const I8, class CF = const F>
+  requires(!std::is_same_v<CI8, I8>) operator Q8View<CI8, CF>() const { return {shape, block, values, scales}; }
+};
+using Q8Tensor4 = Q8View<std::int8_t, float>;
+using ConstQ8Tensor4 = Q8View<const std::int8_t, const float>;
+
+// Owning storage of one q8 tensor.
+struct Q8Buffer {
+  std::array<std::int64_t, 4> shape{};
+  std::int64_t block = 32;
+  std::vector<std::int8_t> values;
+  std::vector<float> scales;
+  Q8Tensor4 view() { return {shape, block, values.data(), scales.data()}; }
+  ConstQ8Tensor4 view() const { return {shape, block, values.data(), scales.data()}; }
+};
+
+// Quantizes x (any strides) into out, whose shape must equal x's. Throws Error (one line) before
+// writing anything when a value is NaN or infinite (naming its index), when the block size is
+// not a positive multiple of 16 dividing D, or when shapes differ.
+void quantize_q8(ConstTensor4 x, Q8Tensor4 out);
+// The same into new storage.
+Q8Buffer quantize_q8(ConstTensor4 x, std::int64_t block = 32);
+// out = d * q, element by element (out any strides, x's shape).
+void dequantize_q8(ConstQ8Tensor4 x, Tensor4 out);
+
+// attention(q, k, v, out, options) with k [B, Hkv, Nk, D] and v [B, Hkv, Nk, Dv] in q8: the
+// result is that of the float64 formula on the dequantized k and v (scores, softmax and
+// accumulation in float32; k and v are widened block by block in registers, never stored
+// wider). Options as attention(): causal, scale, bias, key_lengths, lse, notation (of q and out),
+// threads; probs is refused. Made for decode (few query rows, many keys: each K and V byte is
+// read once per group of query heads) but correct for any Nq. Memory: per thread, scratch of
+// kRows * (D + 256 + Dv + 3) floats (packed queries, one tile of scores, the accumulator), and
+// for the key splits of the decode path units * kRows * (Dv + 2) floats, kept and reused as for
+// attention(); nothing grows with Nk. kRows = 8 query rows per work item.
+void attention_q8kv(ConstTensor4 q, ConstQ8Tensor4 k, ConstQ8Tensor4 v, Tensor4 out,
+                    const AttentionOptions& options = {});
+
+}  // namespace jomoim

@@ -1,0 +1,392 @@
+// q8_attention.cpp — attention_q8kv: attention with 8-bit keys and values (jomoim/engine/quant.hpp).
+//
+// Decode-shaped: a work item is one batch b, one key/value head g and up to kRows query rows of
+// the heads that read g (all the group's heads and positions, stacked), so each K and V byte is
+// read once per item. Keys go by tiles of kTile: the scores of the tile in row layout
+// S [rows, kTile], an online softmax along each row, then O += P V. Every K and V vector is
+// widened from int8 to float32 in registers and multiplied by its block's scale; nothing wider
+// than int8 is stored. When the items are too few for the threads, each item's keys are split
+// into ranges merged by log-sum-exp afterwards, as in attention(). Compiled once per SIMD
+// target (Highway), dispatched once per call.
+#include <omp.h>
+
+#include <cmath>
+#include <cstring>
+#include <exception>
+#include <limits>
+#include <mutex>
+#include <vector>
+
+#include <hwy/aligned_allocator.h>
+
+#include "jomoim/engine/threads.hpp"
+#include "q8_problem.hpp"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "q8_attention.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+// Must come after foreach_target.h.
+#include <hwy/cache_control.h>
+#include <hwy/highway.h>
+
+#include "simd_blocks-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace jomoim::detail {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// DF, VF, Exp2NonPositive and Sum4 come from simd_blocks-inl.h.
+using DI = hn::RebindToSigned<DF>;
+using D8 = hn::Rebind<std::int8_t, DF>;  // as many int8 lanes as DF has floats
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+// Scores in base-2 units, as in attention(): the queries are packed times scale * log2(e).
+constexpr float kLog2e = 1.44269504088896340736f;
+constexpr float kLn2 = 0.69314718055994530942f;
+// Query rows whose dot products share each widened key vector: four keys at a time for each
+// row, 4 x 4 accumulators on AVX-512's 32 registers, 2 x 4 on the 16 of the others.
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+constexpr std::size_t kScoreRows = 4;
+#else
+constexpr std::size_t kScoreRows = 2;
+#endif
+constexpr std::ptrdiff_t kPrefetchRows = 16;  // K and V rows read ahead (each row once)
+
+// Lanes of row `x` of a q8 tensor from element e (a whole vector inside one block), widened and
+// scaled: d * q.
+HWY_INLINE VF Widen(const std::int8_t* HWY_RESTRICT values, const float* HWY_RESTRICT scales, std::int64_t e,
+                    std::int64_t block) {
+  const DF df;
+  const DI di;
+  const D8 d8;
+  const VF q = hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, values + e)));
+  return hn::Mul(q, hn::Set(df, scales[e / block]));
+}
+
+struct Rows {
+  std::int64_t b = 0, g = 0, n = 0;
+  std::int64_t head[kQ8Rows], pos[kQ8Rows], visible[kQ8Rows];
+  std::int64_t max_visible = 0;
+};
+
+// Scratch of one thread (floats, 64-byte aligned regions), reused across calls.
+struct Scratch {
+  hwy::AlignedFreeUniquePtr<float[]> mem;
+  std::size_t capacity = 0;
+  float* reserve(std::size_t n) {
+    if (n > capacity) {
+      mem = hwy::AllocateAligned<float>(n);
+      if (!mem) throw Error("attention_q8kv: out of memory for " + std::to_string(n) + " floats of scratch");
+      capacity = n;
+    }
+    return mem.get();
+  }
+  static Scratch& mine() {
+    static thread_local Scratch s;
+    return s;
+  }
+};
+
+struct Partials {
+  std::vector<float> m, l, acc;  // [units, kQ8Rows], [units, kQ8Rows], [units, kQ8Rows, dvp]
+  std::size_t dvp = 0;
+};
+
+struct Kernel {
+  const Q8Problem& qp;
+  const Problem& p;
+  const Q8Plan& plan;
+  std::size_t L, dp, dvp;  // lanes; D and Dv rounded up to whole vectors (the q8 rows are whole
+                           // blocks of 16, so D and Dv are multiples of 16 >= L: dp = D here)
+
+  void RowsOfItem(std::int64_t item, Rows& rows) const {
+    const std::int64_t bg = item / plan.chunks, chunk = item % plan.chunks;
+    rows.b = bg / p.s.Hkv;
+    rows.g = bg % p.s.Hkv;
+    const std::int64_t r0 = chunk * kQ8Rows, r1 = std::min(plan.rows_per_bg, r0 + kQ8Rows);
+    rows.n = r1 - r0;
+    rows.max_visible = 0;
+    for (std::int64_t r = 0; r < rows.n; ++r) {
+      const std::int64_t flat = r0 + r;  // head-major: the group's head, then the position
+      rows.head[r] = rows.g * plan.group + flat / p.s.Nq;
+      rows.pos[r] = flat % p.s.Nq;
+      rows.visible[r] = p.visible_keys(rows.b, rows.pos[r]);
+      rows.max_visible = std::max(rows.max_visible, rows.visible[r]);
+    }
+  }
+
+  const std::int8_t* KRow(const Rows& rows, std::int64_t j) const {
+    return qp.k.values + ((rows.b * p.s.Hkv + rows.g) * p.s.Nk + j) * p.s.D;
+  }
+  const float* KScales(const Rows& rows, std::int64_t j) const {
+    return qp.k.scales + ((rows.b * p.s.Hkv + rows.g) * p.s.Nk + j) * (p.s.D / qp.k.block);
+  }
+  const std::int8_t* VRow(const Rows& rows, std::int64_t j) const {
+    return qp.v.values + ((rows.b * p.s.Hkv + rows.g) * p.s.Nk + j) * p.s.Dv;
+  }
+  const float* VScales(const Rows& rows, std::int64_t j) const {
+    return qp.v.scales + ((rows.b * p.s.Hkv + rows.g) * p.s.Nk + j) * (p.s.Dv / qp.v.block);
+  }
+
+  // s[r][j - t0] = q_r . k_j for the keys [t0, t0 + tl), R rows from row r0. Four keys at a
+  // time where the target has Sum4 (their lane sums folded together, about 13 operations for
+  // four sums instead of 4 x 9), then one key at a time.
+  template <std::size_t R>
+  void ScoreRows(const Rows& rows, const float* qs, std::int64_t r0, std::int64_t t0, std::int64_t tl, float* s) const {
+    const DF df;
+    const std::int64_t D = p.s.D, block = qp.k.block;
+    std::int64_t j = 0;
+#ifdef JOMOIM_SUM4
+    for (; j + 4 <= tl; j += 4) {
+      const std::int8_t* kv[4];
+      const float* ks[4];
+      for (int kk = 0; kk < 4; ++kk) {
+        kv[kk] = KRow(rows, t0 + j + kk);
+        ks[kk] = KScales(rows, t0 + j + kk);
+        hwy::Prefetch(kv[kk] + kPrefetchRows * D);
+      }
+      VF acc[R][4];
+      for (std::size_t r = 0; r < R; ++r)
+        for (int kk = 0; kk < 4; ++kk) acc[r][kk] = hn::Zero(df);
+      for (std::int64_t e = 0; e < D; e += std::int64_t(L)) {
+        VF qv[R];
+        for (std::size_t r = 0; r < R; ++r) qv[r] = hn::Load(df, qs + (r0 + std::int64_t(r)) * std::int64_t(dp) + e);
+        for (int kk = 0; kk < 4; ++kk) {
+          const VF k = Widen(kv[kk], ks[kk], e, block);
+          for (std::size_t r = 0; r < R; ++r) acc[r][kk] = hn::MulAdd(qv[r], k, acc[r][kk]);
+        }
+      }
+      for (std::size_t r = 0; r < R; ++r) {
+        alignas(16) float dots[4];
+        hn::Store(Sum4(acc[r][0], acc[r][1], acc[r][2], acc[r][3]), hn::Full128<float>(), dots);
+        for (int kk = 0; kk < 4; ++kk) s[(r0 + std::int64_t(r)) * kQ8Tile + j + kk] = dots[kk];
+      }
+    }
+#endif
+    for (; j < tl; ++j) {
+      const std::int8_t* kv = KRow(rows, t0 + j);
+      const float* ks = KScales(rows, t0 + j);
+      hwy::Prefetch(kv + kPrefetchRows * D);
+      VF acc[R];
+      for (std::size_t r = 0; r < R; ++r) acc[r] = hn::Zero(df);
+      for (std::int64_t e = 0; e < D; e += std::int64_t(L)) {
+        const VF k = Widen(kv, ks, e, block);
+        for (std::size_t r = 0; r < R; ++r)
+          acc[r] = hn::MulAdd(hn::Load(df, qs + (r0 + std::int64_t(r)) * std::int64_t(dp) + e), k, acc[r]);
+      }
+      for (std::size_t r = 0; r < R; ++r)
+        s[(r0 + std::int64_t(r)) * kQ8Tile + j] = hn::GetLane(hn::SumOfLanes(df, acc[r]));
+    }
+  }
+
+  // acc[r] += sum_j P[r][j] v_j for R rows from r0, one vector of columns at a time.
+  template <std::size_t R>
+  void ValueRows(const Rows& rows, const float* P, std::int64_t r0, std::int64_t t0, std::int64_t tl,
+                 float* acc) const {
+    const DF df;
+    for (std::int64_t e = 0; e < p.s.Dv; e += std::int64_t(L)) {
+      VF a[R];
+      for (std::size_t r = 0; r < R; ++r) a[r] = hn::Load(df, acc + (r0 + r) * dvp + e);
+      for (std::int64_t j = 0; j < tl; ++j) {
+        const std::int8_t* vv = VRow(rows, t0 + j);
+        if (e == 0) hwy::Prefetch(vv + kPrefetchRows * p.s.Dv);
+        const VF v = Widen(vv, VScales(rows, t0 + j), e, qp.v.block);
+        for (std::size_t r = 0; r < R; ++r) a[r] = hn::MulAdd(hn::Set(df, P[(r0 + r) * kQ8Tile + j]), v, a[r]);
+      }
+      for (std::size_t r = 0; r < R; ++r) hn::Store(a[r], df, acc + (r0 + r) * dvp + e);
+    }
+  }
+
+  template <class F>
+  static void ByRows(std::int64_t n, F&& f) {  // f(r0, Size<R>) over blocks of 4, 2, 1 rows
+    std::int64_t r = 0;
+    for (; r + 4 <= n; r += 4) f(r, std::integral_constant<std::size_t, 4>());
+    for (; r + 2 <= n; r += 2) f(r, std::integral_constant<std::size_t, 2>());
+    for (; r < n; ++r) f(r, std::integral_constant<std::size_t, 1>());
+  }
+  template <class F>
+  static void ByScoreRows(std::int64_t n, F&& f) {  // the same, at most kScoreRows rows at a time
+    std::int64_t r = 0;
+    if constexpr (kScoreRows >= 4)
+      for (; r + 4 <= n; r += 4) f(r, std::integral_constant<std::size_t, 4>());
+    for (; r + 2 <= n; r += 2) f(r, std::integral_constant<std::size_t, 2>());
+    for (; r < n; ++r) f(r, std::integral_constant<std::size_t, 1>());
+  }
+
+  // Online softmax over the keys [k0, k1) for the item's rows: m, l and the unnormalised acc.
+  void AttendKeys(const Rows& rows, std::int64_t k0, std::int64_t k1, float* qs, float* s, float* acc, float* m,
+                  float* l) const {
+    const DF df;
+    for (std::int64_t r = 0; r < rows.n; ++r) {
+      m[r] = kNegInf;
+      l[r] = 0.0f;
+      std::fill(acc + r * dvp, acc + (r + 1) * dvp, 0.0f);
+    }
+    for (std::int64_t t0 = k0; t0 < k1; t0 += kQ8Tile) {
+      const std::int64_t tl = std::min(kQ8Tile, k1 - t0);
+      ByScoreRows(rows.n, [&](std::int64_t r0, auto R) { ScoreRows<decltype(R)::value>(rows, qs, r0, t0, tl, s); });
+      for (std::int64_t r = 0; r < rows.n; ++r) {
+        float* sr = s + r * kQ8Tile;
+        const std::int64_t end = std::clamp<std::int64_t>(rows.visible[r] - t0, 0, tl);
+        if (p.has_bias)
+          for (std::int64_t j = 0; j < end; ++j) {
+            const float bias = p.bias(rows.b, rows.head[r], rows.pos[r], t0 + j);
+            sr[j] = bias == kNegInf ? kNegInf : sr[j] + kLog2e * bias;
+          }
+        for (std::int64_t j = end; j < kQ8Tile; ++j) sr[j] = kNegInf;  // masked keys and the padding
+        // Softmax step (base 2): m' = max(m, max_j s_j), p_j = 2^(s_j - m'), l' = l 2^(m - m') + sum_j p_j.
+        VF mv = hn::Set(df, m[r]);
+        for (std::int64_t j = 0; j < kQ8Tile; j += std::int64_t(L)) mv = hn::Max(mv, hn::Load(df, sr + j));
+        const float m_new = hn::GetLane(hn::MaxOfLanes(df, mv));
+        const float shift = m_new == kNegInf ? 0.0f : m_new;  // nothing seen yet: no -inf - -inf
+        const VF vs = hn::Set(df, shift);
+        VF sum = hn::Zero(df);
+        for (std::int64_t j = 0; j < kQ8Tile; j += std::int64_t(L)) {
+          // 2^-inf (a masked key) is exactly 0; a NaN score stays NaN.
+          const VF e = Exp2NonPositive(df, hn::Sub(hn::Load(df, sr + j), vs));
+          hn::Store(e, df, sr + j);
+          sum = hn::Add(sum, e);
+        }
+        const float alpha = m[r] == kNegInf ? 1.0f : std::exp2(m[r] - shift);
+        l[r] = l[r] * alpha + hn::GetLane(hn::SumOfLanes(df, sum));
+        m[r] = m_new;
+        if (alpha != 1.0f) {
+          const VF av = hn::Set(df, alpha);
+          for (std::size_t e = 0; e < dvp; e += L)
+            hn::Store(hn::Mul(hn::Load(df, acc + r * dvp + e), av), df, acc + r * dvp + e);
+        }
+      }
+      ByRows(rows.n, [&](std::int64_t r0, auto R) { ValueRows<decltype(R)::value>(rows, s, r0, t0, tl, acc); });
+    }
+  }
+
+  void WriteRow(const Rows& rows, std::int64_t r, float m, float l, const float* acc) const {
+    const float inv = l == 0 ? 0.0f : 1.0f / l;
+    for (std::int64_t e = 0; e < p.s.Dv; ++e) p.out(rows.b, rows.head[r], rows.pos[r], e) = acc[e] * inv;
+    if (p.has_lse) p.lse(rows.b, rows.head[r], rows.pos[r]) = l == 0 ? kNegInf : m * kLn2 + std::log(l);
+  }
+
+  struct Buffers {
+    float *qs, *s, *acc, *m, *l;
+  };
+  Buffers ThreadBuffers() const {
+    const std::size_t nq = kQ8Rows * dp, ns = kQ8Rows * kQ8Tile, na = kQ8Rows * dvp;
+    float* base = Scratch::mine().reserve(nq + ns + na + 2 * 16);
+    return {base, base + nq, base + nq + ns, base + nq + ns + na, base + nq + ns + na + 16};
+  }
+
+  void RunUnit(std::int64_t u, Partials& parts) const {
+    const std::int64_t item = u / plan.splits, split = u % plan.splits;
+    Rows rows;
+    RowsOfItem(item, rows);
+    const Buffers buf = ThreadBuffers();
+    // The queries, times the scale.
+    for (std::int64_t r = 0; r < rows.n; ++r)
+      for (std::int64_t d = 0; d < p.s.D; ++d)
+        buf.qs[r * std::int64_t(dp) + d] = p.s.scale * kLog2e * p.q(rows.b, rows.head[r], rows.pos[r], d);
+    const std::int64_t chunk = (rows.max_visible + plan.splits - 1) / plan.splits;
+    const std::int64_t k0 = std::min(rows.max_visible, split * chunk), k1 = std::min(rows.max_visible, k0 + chunk);
+    AttendKeys(rows, k0, k1, buf.qs, buf.s, buf.acc, buf.m, buf.l);
+    if (plan.splits == 1) {
+      for (std::int64_t r = 0; r < rows.n; ++r) WriteRow(rows, r, buf.m[r], buf.l[r], buf.acc + r * dvp);
+      return;
+    }
+    const std::size_t base = std::size_t(u) * kQ8Rows;
+    std::copy(buf.m, buf.m + rows.n, parts.m.begin() + std::ptrdiff_t(base));
+    std::copy(buf.l, buf.l + rows.n, parts.l.begin() + std::ptrdiff_t(base));
+    std::copy(buf.acc, buf.acc + rows.n * dvp, parts.acc.begin() + std::ptrdiff_t(base * dvp));
+  }
+
+  // The splits of one item by log-sum-exp, in split order (deterministic), as attention() does.
+  void MergeItem(std::int64_t item, const Partials& parts) const {
+    Rows rows;
+    RowsOfItem(item, rows);
+    std::vector<float> acc(dvp);
+    for (std::int64_t r = 0; r < rows.n; ++r) {
+      float M = kNegInf;
+      for (std::int64_t sp = 0; sp < plan.splits; ++sp)
+        M = std::max(M, parts.m[std::size_t(item * plan.splits + sp) * kQ8Rows + std::size_t(r)]);
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      float l = 0;
+      for (std::int64_t sp = 0; sp < plan.splits; ++sp) {
+        const std::size_t at = std::size_t(item * plan.splits + sp) * kQ8Rows + std::size_t(r);
+        const float* a = parts.acc.data() + at * dvp;
+        if (parts.l[at] == 0) {  // no key seen in this range: a is 0 (or NaN from 0 x NaN)
+          for (std::size_t e = 0; e < dvp; ++e) acc[e] += a[e];
+          continue;
+        }
+        const float w = parts.m[at] == kNegInf ? 1.0f : std::exp2(parts.m[at] - M);
+        l += parts.l[at] * w;
+        for (std::size_t e = 0; e < dvp; ++e) acc[e] += a[e] * w;
+      }
+      WriteRow(rows, r, M, l, acc.data());
+    }
+  }
+};
+
+void RunQ8(const Q8Problem& qp, const Q8Plan& plan) {
+  const Problem& p = qp.p;
+  const std::size_t L = hn::Lanes(DF());
+  const Kernel kernel{qp, p, plan, L, std::size_t(p.s.D), std::size_t(p.s.Dv)};
+  static thread_local Partials callers_partials;
+  Partials& parts = callers_partials;
+  if (plan.splits > 1) {
+    parts.m.resize(std::size_t(plan.units()) * kQ8Rows);
+    parts.l.resize(std::size_t(plan.units()) * kQ8Rows);
+    parts.acc.resize(std::size_t(plan.units()) * kQ8Rows * kernel.dvp);
+  }
+  std::exception_ptr error;
+  std::mutex error_mutex;
+  auto guarded = [&](auto&& fn) {
+    try {
+      fn();
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(error_mutex);
+      if (!error) error = std::current_exception();
+    }
+  };
+  const std::int64_t units = plan.units();
+#pragma omp parallel for schedule(dynamic, 1) num_threads(plan.threads) if (plan.threads > 1 && units > 1)
+  for (std::int64_t u = 0; u < units; ++u) guarded([&] { kernel.RunUnit(u, parts); });
+  if (error) std::rethrow_exception(error);
+  if (plan.splits > 1) {
+#pragma omp parallel for schedule(static) num_threads(plan.threads) if (plan.threads > 1)
+    for (std::int64_t item = 0; item < plan.items; ++item) guarded([&] { kernel.MergeItem(item, parts); });
+    if (error) std::rethrow_exception(error);
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace jomoim::detail
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace jomoim {
+namespace detail {
+HWY_EXPORT(RunQ8);
+
+Q8Plan make_q8_plan(const Problem& p, int threads) {
+  Q8Plan plan;
+  plan.threads = std::max(1, threads);
+  const AttentionShape& s = p.s;
+  plan.group = s.Hq / s.Hkv;
+  plan.rows_per_bg = plan.group * s.Nq;
+  plan.chunks = (plan.rows_per_bg + kQ8Rows - 1) / kQ8Rows;
+  plan.items = s.B * s.Hkv * plan.chunks;
+  const std::int64_t want = 4 * std::int64_t(plan.threads);
+  if (plan.threads > 1 && plan.items > 0 && plan.items < want)
+    plan.splits = std::clamp<std::int64_t>((want + plan.items - 1) / plan.items, 1,
+                                           std::max<std::int64_t>(1, s.Nk / kQ8MinSplit));
+  return plan;
+}
+}  // namespace detail
+
+void attention_q8kv(ConstTensor4 q, ConstQ8Tensor4 k, ConstQ8Tensor4 v, Tensor4 out, const AttentionOptions& options) {
+  const detail::Q8Problem qp = detail::make_q8_problem(q, k, v, &out, options);
+  const detail::Q8Plan plan = detail::make_q8_plan(qp.p, resolve_threads(options.threads));
+  if (plan.items == 0) return;  // B, Hq or Nq is zero: no output element exists
+  HWY_DYNAMIC_DISPATCH(detail::RunQ8)(qp, plan);
+}
+
+}  // namespace jomoim
+#endif  // HWY_ONCE

@@ -1,0 +1,33 @@
+// q8_problem.hpp — an attention_q8kv call after validation (internal).
+#pragma once
+
+#include "jomoim/engine/quant.hpp"
+#include "problem.hpp"
+
+namespace jomoim::detail {
+
+struct Q8Problem {
+  Problem p;  // q, out, options, shape; p.k and p.v are stand-ins that must not be read
+  ConstQ8Tensor4 k, v;
+};
+
+// Target-independent sizes (the plan must not depend on the SIMD target).
+inline constexpr std::int64_t kQ8Rows = 8;        // query rows per work item
+inline constexpr std::int64_t kQ8Tile = 256;      // keys per tile
+inline constexpr std::int64_t kQ8MinSplit = 512;  // keys per split range, at least
+
+struct Q8Plan {
+  int threads = 1;
+  std::int64_t group = 1;        // Hq / Hkv
+  std::int64_t rows_per_bg = 0;  // group * Nq: the rows that read one (b, g)
+  std::int64_t chunks = 0;       // ceil(rows_per_bg / kQ8Rows) items per (b, g)
+  std::int64_t items = 0;
+  std::int64_t splits = 1;
+  std::int64_t units() const { return items * splits; }
+};
+
+// Validates like attention() (throws Error) and builds the problem.
+Q8Problem make_q8_problem(ConstTensor4 q, ConstQ8Tensor4 k, ConstQ8Tensor4 v, const Tensor4* out,
+                          const AttentionOptions& options);
+
+}  // namespace jomoim::detail

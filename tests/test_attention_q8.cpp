@@ -1,0 +1,277 @@
+// test_attention_q8.cpp — the q8 format and attention_q8kv (jomoim/engine/quant.hpp).
+//
+// Oracle: the float64 reference (attention_reference) on the dequantized keys and values, so
+// only the fast path's float32 arithmetic is measured, with the same worst-case rounding bound
+// as the other attention tests; every SIMD target, 1 and 2 threads; outputs poisoned first.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "jomoim/engine/attention.hpp"
+#include "jomoim/engine/quant.hpp"
+#include "jomoim/engine/simd.hpp"
+
+namespace {
+
+using jomoim::ConstTensor4;
+using jomoim::Tensor4;
+using I64 = std::int64_t;
+
+struct Rng {
+  std::uint64_t s;
+  std::uint64_t next() {
+    std::uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  float uniform(float amp) { return amp * float(double(next() >> 40) * 0x1p-23 - 1.0); }
+};
+
+constexpr std::uint32_t kPoisonBits = 0x7fdeadbeu;
+float poison() { return std::bit_cast<float>(kPoisonBits); }
+
+std::vector<float> random_values(I64 n, Rng& rng, float amp) {
+  std::vector<float> x(static_cast<std::size_t>(n));
+  for (float& v : x) v = rng.uniform(amp);
+  return x;
+}
+
+struct PinTarget {
+  explicit PinTarget(const std::string& t) { jomoim::set_simd_target(t); }
+  ~PinTarget() { jomoim::set_simd_target(""); }
+};
+
+TEST(Q8, RoundTripIsWithinHalfAScaleAndScalesAreMaxOver127) {
+  Rng rng{7};
+  for (I64 block : {16, 32, 64}) {
+    const std::array<I64, 4> shape = {2, 3, 5, 64};
+    std::vector<float> x = random_values(2 * 3 * 5 * 64, rng, 3.0f);
+    std::fill(x.begin(), x.begin() + block, 0.0f);  // an all-zero block
+    x[std::size_t(block) + 3] = 1e-30f;             // a tiny value next to normal ones
+    const ConstTensor4 xv = ConstTensor4::contiguous(x.data(), shape);
+    const jomoim::Q8Buffer q = jomoim::quantize_q8(xv, block);
+    ASSERT_EQ(q.scales.size(), x.size() / std::size_t(block));
+    std::vector<float> back(x.size(), poison());
+    jomoim::dequantize_q8(q.view(), Tensor4::contiguous(back.data(), shape));
+    for (std::size_t b = 0; b < q.scales.size(); ++b) {
+      float amax = 0;
+      for (I64 i = 0; i < block; ++i) amax = std::max(amax, std::fabs(x[b * std::size_t(block) + std::size_t(i)]));
+      EXPECT_EQ(q.scales[b], amax / 127.0f) << "block " << b;
+      for (I64 i = 0; i < block; ++i) {
+        const std::size_t at = b * std::size_t(block) + std::size_t(i);
+        EXPECT_GE(q.values[at], -127);
+        EXPECT_LE(q.values[at], 127);
+        EXPECT_LE(std::fabs(back[at] - x[at]), 0.5001f * q.scales[b] + 1e-37f) << "element " << at;
+      }
+    }
+    for (I64 i = 0; i < block; ++i) EXPECT_EQ(back[std::size_t(i)], 0.0f);
+  }
+}
+
+TEST(Q8, StridedInputQuantizesLikeContiguous) {
+  Rng rng{11};
+  const std::array<I64, 4> shape = {1, 2, 3, 32};
+  std::vector<float> x = random_values(1 * 2 * 3 * 32, rng, 1.0f);
+  // The same logical tensor stored [B, N, H, D] (heads interleaved).
+  std::vector<float> y(x.size());
+  for (I64 h = 0; h < 2; ++h)
+    for (I64 n = 0; n < 3; ++n)
+      for (I64 d = 0; d < 32; ++d) y[std::size_t((n * 2 + h) * 32 + d)] = x[std::size_t((h * 3 + n) * 32 + d)];
+  ConstTensor4 yv{y.data(), shape, {2 * 3 * 32, 32, 2 * 32, 1}};
+  const auto a = jomoim::quantize_q8(ConstTensor4::contiguous(x.data(), shape));
+  const auto b = jomoim::quantize_q8(yv);
+  EXPECT_EQ(a.values, b.values);
+  EXPECT_EQ(a.scales, b.scales);
+}
+
+TEST(Q8, Refusals) {
+  std::vector<float> x(2 * 32, 0.5f);
+  const ConstTensor4 xv = ConstTensor4::contiguous(x.data(), {1, 1, 2, 32});
+  auto message = [](auto&& fn) {
+    try {
+      fn();
+    } catch (const jomoim::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message([&] { jomoim::quantize_q8(xv, 24); }).find("multiple of 16"), std::string::npos);
+  EXPECT_NE(message([&] { jomoim::quantize_q8(xv, 0); }).find("multiple of 16"), std::string::npos);
+  EXPECT_NE(message([&] { jomoim::quantize_q8(xv, 64); }).find("does not divide D = 32"), std::string::npos);
+  x[37] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_NE(message([&] { jomoim::quantize_q8(xv); }).find("non-finite value nan at index [0, 0, 1, 5]"),
+            std::string::npos);
+  x[37] = std::numeric_limits<float>::infinity();
+  EXPECT_NE(message([&] { jomoim::quantize_q8(xv); }).find("non-finite"), std::string::npos);
+  x[37] = 0.5f;
+  // Nothing written on refusal.
+  jomoim::Q8Buffer q = jomoim::quantize_q8(xv);
+  const auto before = q.values;
+  x[0] = std::numeric_limits<float>::infinity();
+  x[1] = 100.0f;
+  EXPECT_THROW(jomoim::quantize_q8(xv, q.view()), jomoim::Error);
+  EXPECT_EQ(q.values, before);
+  x[0] = 0.5f;
+  // Shapes.
+  std::vector<float> other(3 * 32);
+  EXPECT_NE(message([&] {
+              jomoim::quantize_q8(ConstTensor4::contiguous(other.data(), {1, 1, 3, 32}), q.view());
+            }).find("differs"),
+            std::string::npos);
+  // attention_q8kv: probs refused, shapes checked, out must not overlap the q8 arrays.
+  std::vector<float> qv(32, 0.1f), out(32), probs(2);
+  const ConstTensor4 qq = ConstTensor4::contiguous(qv.data(), {1, 1, 1, 32});
+  jomoim::AttentionOptions o;
+  o.probs = jomoim::Tensor4::contiguous(probs.data(), {1, 1, 1, 2});
+  EXPECT_NE(message([&] {
+              jomoim::attention_q8kv(qq, q.view(), q.view(), Tensor4::contiguous(out.data(), {1, 1, 1, 32}), o);
+            }).find("probs"),
+            std::string::npos);
+  EXPECT_NE(message([&] {
+              jomoim::attention_q8kv(qq, q.view(), q.view(), Tensor4::contiguous(out.data(), {1, 1, 2, 32}));
+            }).find("out: expected shape"),
+            std::string::npos);
+  Tensor4 over = Tensor4::contiguous(q.scales.data(), {1, 1, 1, 2});
+  jomoim::Q8Buffer v2 = jomoim::quantize_q8(ConstTensor4::contiguous(x.data(), {1, 1, 2, 32}), 16);
+  EXPECT_NE(message([&] {
+              jomoim::attention_q8kv(
+                  qq, q.view(), v2.view(),
+                  Tensor4{reinterpret_cast<float*>(v2.values.data()), {1, 1, 1, 32}, {32, 32, 32, 1}});
+            }).find("overlaps the q8 input v"),
+            std::string::npos);
+  (void)over;
+}
+
+struct Q8Case {
+  std::string name;
+  I64 B, Hq, Hkv, Nq, Nk, D, Dv, block;
+  bool causal = false, bias = false, key_lengths = false, col = false;
+};
+
+void check_case(const Q8Case& c, int threads, const std::string& target) {
+  Rng rng{std::hash<std::string>()(c.name) ^ std::uint64_t(threads)};
+  std::vector<float> q = random_values(c.B * c.Hq * c.Nq * c.D, rng, 1.0f);
+  std::vector<float> k = random_values(c.B * c.Hkv * c.Nk * c.D, rng, 2.0f);
+  std::vector<float> v = random_values(c.B * c.Hkv * c.Nk * c.Dv, rng, 1.5f);
+  const auto kq = jomoim::quantize_q8(ConstTensor4::contiguous(k.data(), {c.B, c.Hkv, c.Nk, c.D}), c.block);
+  const auto vq = jomoim::quantize_q8(ConstTensor4::contiguous(v.data(), {c.B, c.Hkv, c.Nk, c.Dv}), c.block);
+  std::vector<float> kd(k.size()), vd(v.size());
+  jomoim::dequantize_q8(kq.view(), Tensor4::contiguous(kd.data(), {c.B, c.Hkv, c.Nk, c.D}));
+  jomoim::dequantize_q8(vq.view(), Tensor4::contiguous(vd.data(), {c.B, c.Hkv, c.Nk, c.Dv}));
+
+  jomoim::AttentionOptions o;
+  o.causal = c.causal;
+  o.threads = threads;
+  std::vector<float> bias;
+  if (c.bias) {
+    bias = random_values(c.Nq * c.Nk, rng, 2.0f);
+    for (std::size_t i = 0; i < bias.size(); i += 3) bias[i] = -std::numeric_limits<float>::infinity();
+    o.bias = ConstTensor4{bias.data(), {1, 1, c.Nq, c.Nk}, {0, 0, c.Nk, 1}};
+  }
+  std::vector<I64> lengths;
+  if (c.key_lengths) {
+    for (I64 b = 0; b < c.B; ++b) lengths.push_back((b * 7 + 3) % (c.Nk + 1));
+    o.key_lengths = lengths;
+  }
+  // q and out in the caller's notation; 3b1b: [B, H, D, N] read through strides.
+  ConstTensor4 qv = ConstTensor4::contiguous(q.data(), {c.B, c.Hq, c.Nq, c.D});
+  std::vector<float> out(std::size_t(c.B * c.Hq * c.Nq * c.Dv), poison());
+  std::vector<float> lse(std::size_t(c.B * c.Hq * c.Nq), poison());
+  Tensor4 ov = Tensor4::contiguous(out.data(), {c.B, c.Hq, c.Nq, c.Dv});
+  if (c.col) {
+    o.notation = jomoim::Notation::col3b1b;
+    qv = qv.transposed(2, 3);
+    ov = ov.transposed(2, 3);
+  }
+  o.lse = jomoim::Tensor3::contiguous(lse.data(), {c.B, c.Hq, c.Nq});
+  {
+    PinTarget pin(target);
+    jomoim::attention_q8kv(qv, kq.view(), vq.view(), ov, o);
+  }
+  // The reference on the dequantized k and v, in the same notation.
+  ConstTensor4 kv = ConstTensor4::contiguous(kd.data(), {c.B, c.Hkv, c.Nk, c.D});
+  ConstTensor4 vv = ConstTensor4::contiguous(vd.data(), {c.B, c.Hkv, c.Nk, c.Dv});
+  if (c.col) {
+    kv = kv.transposed(2, 3);
+    vv = vv.transposed(2, 3);
+  }
+  const jomoim::ReferenceResult ref = jomoim::attention_reference(qv, kv, vv, o);
+  // Float32's worst-case rounding bound, as in the other attention tests: with S the largest
+  // scale * sum_d |q_d k_d| (+ |bias|) of any row and key, |out - ref| <= u (2 D S + 2 Nk + 16) max|v|.
+  double S = 0;
+  const double scale = 1.0 / std::sqrt(double(c.D));
+  for (I64 b = 0; b < c.B; ++b)
+    for (I64 h = 0; h < c.Hq; ++h)
+      for (I64 i = 0; i < c.Nq; ++i)
+        for (I64 j = 0; j < c.Nk; ++j) {
+          double a = 0;
+          for (I64 d = 0; d < c.D; ++d)
+            a += std::fabs(double(q[std::size_t(((b * c.Hq + h) * c.Nq + i) * c.D + d)]) *
+                           double(kd[std::size_t(((b * c.Hkv + h / (c.Hq / c.Hkv)) * c.Nk + j) * c.D + d)]));
+          S = std::max(S, scale * a + (c.bias ? 2.0 : 0.0));
+        }
+  float vmax = 0;
+  for (float x : vd) vmax = std::max(vmax, std::fabs(x));
+  const double u = 0x1p-24;
+  const double tol = u * (2.0 * double(c.D) * S + 2.0 * double(c.Nk) + 16.0) * vmax;
+  const double tol_lse = u * (2.0 * double(c.D) * S + 2.0 * double(c.Nk) + 16.0);
+  double worst = 0, worst_lse = 0, sum_err = 0;
+  I64 count = 0;
+  for (I64 b = 0; b < c.B; ++b)
+    for (I64 h = 0; h < c.Hq; ++h)
+      for (I64 i = 0; i < c.Nq; ++i) {
+        const std::size_t row = std::size_t((b * c.Hq + h) * c.Nq + i);
+        for (I64 e = 0; e < c.Dv; ++e) {
+          const double got = out[row * std::size_t(c.Dv) + std::size_t(e)];
+          const double want = ref.out[row * std::size_t(c.Dv) + std::size_t(e)];
+          ASSERT_FALSE(std::isnan(got)) << c.name << " out" << row << "," << e << " (poison left?)";
+          worst = std::max(worst, std::fabs(got - want));
+          sum_err += std::fabs(got - want);
+          ++count;
+        }
+        const double gl = lse[row], wl = ref.lse[row];
+        if (std::isinf(wl)) {
+          EXPECT_EQ(gl, wl) << c.name << " lse row " << row;
+        } else {
+          worst_lse = std::max(worst_lse, std::fabs(gl - wl));
+        }
+      }
+  EXPECT_LE(worst, tol) << c.name << " target " << target << " threads " << threads;
+  // The worst case is loose (linear in Nk); typical errors are random walks. The mean error must
+  // stay near the rounding of the output itself: 4 u max|v| (measured: at most 0.25 u).
+  if (count > 0)
+    EXPECT_LE(sum_err / double(count), 4.0 * u * vmax) << c.name << " target " << target << " threads " << threads;
+  if (std::getenv("JOMOIM_Q8_PRINT"))
+    std::printf("%-22s %-6s t%d worst %.3g (tol %.3g) mean %.3g (%.2f u max|v|)\n", c.name.c_str(), target.c_str(),
+                threads, worst, tol, count ? sum_err / double(count) : 0.0,
+                count ? sum_err / double(count) / (u * vmax) : 0.0);
+  EXPECT_LE(worst_lse, tol_lse) << c.name << " target " << target << " threads " << threads;
+}
+
+TEST(Q8, AttentionMatchesTheReferenceOnTheDequantizedInputs) {
+  const std::vector<Q8Case> cases = {
+      {"decode mha", 1, 4, 4, 1, 700, 64, 64, 32},
+      {"decode gqa d128", 1, 8, 2, 1, 1100, 128, 128, 32},
+      {"decode one key", 2, 2, 1, 1, 1, 32, 16, 16},
+      {"no keys", 1, 2, 2, 3, 0, 32, 32, 32},
+      {"few rows causal", 2, 3, 1, 5, 300, 48, 32, 16, true},
+      {"prefill-sized causal", 1, 2, 2, 37, 37, 32, 64, 32, true},
+      {"bias with -inf", 1, 2, 1, 3, 260, 64, 32, 32, false, true},
+      {"key lengths", 3, 2, 2, 2, 513, 32, 32, 32, false, false, true},
+      {"3b1b", 1, 2, 1, 4, 90, 32, 48, 16, true, false, false, true},
+      {"block = D", 1, 4, 4, 1, 500, 64, 64, 64},
+  };
+  for (const std::string& t : jomoim::simd_targets())
+    for (int threads : {1, 2})
+      for (const Q8Case& c : cases) check_case(c, threads, t);
+}
+
+}  // namespace
