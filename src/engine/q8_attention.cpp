@@ -52,16 +52,20 @@ constexpr std::size_t kScoreRows = 2;
 #endif
 constexpr std::ptrdiff_t kPrefetchRows = 16;  // K and V rows read ahead (each row once)
 
-// Lanes of row `x` of a q8 tensor from element e (a whole vector inside one block), widened and
-// scaled: d * q.
-HWY_INLINE VF Widen(const std::int8_t* HWY_RESTRICT values, const float* HWY_RESTRICT scales, std::int64_t e,
-                    std::int64_t block) {
+// One vector of q8 values (inside one block), widened to float32 and times the block's scale.
+HWY_INLINE VF Widen(const std::int8_t* HWY_RESTRICT values, VF scale) {
   const DF df;
   const DI di;
   const D8 d8;
-  const VF q = hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, values + e)));
-  return hn::Mul(q, hn::Set(df, scales[e / block]));
+  return hn::Mul(hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, values))), scale);
 }
+
+// Vectors of value columns whose accumulators stay in registers for all R rows of P·V.
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+constexpr std::size_t kValueAccumulators = 16;
+#else
+constexpr std::size_t kValueAccumulators = 8;
+#endif
 
 struct Rows {
   std::int64_t b = 0, g = 0, n = 0;
@@ -137,30 +141,38 @@ struct Kernel {
     const std::int64_t D = p.s.D, block = qp.k.block;
     std::int64_t j = 0;
 #ifdef JOMOIM_SUM4
-    for (; j + 4 <= tl; j += 4) {
-      const std::int8_t* kv[4];
-      const float* ks[4];
-      for (int kk = 0; kk < 4; ++kk) {
+    // One row has registers for eight keys (two Sum4s): 8 independent FMA chains, as many as
+    // the FMA latency times the pipes; four keys left one row's loop latency-bound.
+    constexpr int G = R == 1 ? 8 : 4;
+    for (; j + G <= tl; j += G) {
+      const std::int8_t* kv[G];
+      const float* ks[G];
+      for (int kk = 0; kk < G; ++kk) {
         kv[kk] = KRow(rows, t0 + j + kk);
         ks[kk] = KScales(rows, t0 + j + kk);
         hwy::Prefetch(kv[kk] + kPrefetchRows * D);
       }
-      VF acc[R][4];
+      VF acc[R][G];
       for (std::size_t r = 0; r < R; ++r)
-        for (int kk = 0; kk < 4; ++kk) acc[r][kk] = hn::Zero(df);
-      for (std::int64_t e = 0; e < D; e += std::int64_t(L)) {
-        VF qv[R];
-        for (std::size_t r = 0; r < R; ++r) qv[r] = hn::Load(df, qs + (r0 + std::int64_t(r)) * std::int64_t(dp) + e);
-        for (int kk = 0; kk < 4; ++kk) {
-          const VF k = Widen(kv[kk], ks[kk], e, block);
-          for (std::size_t r = 0; r < R; ++r) acc[r][kk] = hn::MulAdd(qv[r], k, acc[r][kk]);
+        for (int kk = 0; kk < G; ++kk) acc[r][kk] = hn::Zero(df);
+      for (std::int64_t e0 = 0, bi = 0; e0 < D; e0 += block, ++bi) {
+        VF sc[G];
+        for (int kk = 0; kk < G; ++kk) sc[kk] = hn::Set(df, ks[kk][bi]);
+        for (std::int64_t e = e0; e < e0 + block; e += std::int64_t(L)) {
+          VF qv[R];
+          for (std::size_t r = 0; r < R; ++r) qv[r] = hn::Load(df, qs + (r0 + std::int64_t(r)) * std::int64_t(dp) + e);
+          for (int kk = 0; kk < G; ++kk) {
+            const VF k = Widen(kv[kk] + e, sc[kk]);
+            for (std::size_t r = 0; r < R; ++r) acc[r][kk] = hn::MulAdd(qv[r], k, acc[r][kk]);
+          }
         }
       }
-      for (std::size_t r = 0; r < R; ++r) {
-        alignas(16) float dots[4];
-        hn::Store(Sum4(acc[r][0], acc[r][1], acc[r][2], acc[r][3]), hn::Full128<float>(), dots);
-        for (int kk = 0; kk < 4; ++kk) s[(r0 + std::int64_t(r)) * kQ8Tile + j + kk] = dots[kk];
-      }
+      for (std::size_t r = 0; r < R; ++r)
+        for (int k4 = 0; k4 < G; k4 += 4) {
+          alignas(16) float dots[4];
+          hn::Store(Sum4(acc[r][k4], acc[r][k4 + 1], acc[r][k4 + 2], acc[r][k4 + 3]), hn::Full128<float>(), dots);
+          for (int kk = 0; kk < 4; ++kk) s[(r0 + std::int64_t(r)) * kQ8Tile + j + k4 + kk] = dots[kk];
+        }
     }
 #endif
     for (; j < tl; ++j) {
@@ -169,32 +181,64 @@ struct Kernel {
       hwy::Prefetch(kv + kPrefetchRows * D);
       VF acc[R];
       for (std::size_t r = 0; r < R; ++r) acc[r] = hn::Zero(df);
-      for (std::int64_t e = 0; e < D; e += std::int64_t(L)) {
-        const VF k = Widen(kv, ks, e, block);
-        for (std::size_t r = 0; r < R; ++r)
-          acc[r] = hn::MulAdd(hn::Load(df, qs + (r0 + std::int64_t(r)) * std::int64_t(dp) + e), k, acc[r]);
+      for (std::int64_t e0 = 0, bi = 0; e0 < D; e0 += block, ++bi) {
+        const VF sc = hn::Set(df, ks[bi]);
+        for (std::int64_t e = e0; e < e0 + block; e += std::int64_t(L)) {
+          const VF k = Widen(kv + e, sc);
+          for (std::size_t r = 0; r < R; ++r)
+            acc[r] = hn::MulAdd(hn::Load(df, qs + (r0 + std::int64_t(r)) * std::int64_t(dp) + e), k, acc[r]);
+        }
       }
       for (std::size_t r = 0; r < R; ++r)
         s[(r0 + std::int64_t(r)) * kQ8Tile + j] = hn::GetLane(hn::SumOfLanes(df, acc[r]));
     }
   }
 
-  // acc[r] += sum_j P[r][j] v_j for R rows from r0, one vector of columns at a time.
-  template <std::size_t R>
+  // acc[r] += sum_j P[r][j] v_j for R rows from r0: C vectors of value columns at a time
+  // (R * C accumulators in registers), each V vector widened once for the R rows.
+  template <std::size_t R, std::size_t C = std::max<std::size_t>(1, kValueAccumulators / R)>
   void ValueRows(const Rows& rows, const float* P, std::int64_t r0, std::int64_t t0, std::int64_t tl,
                  float* acc) const {
     const DF df;
-    for (std::int64_t e = 0; e < p.s.Dv; e += std::int64_t(L)) {
-      VF a[R];
-      for (std::size_t r = 0; r < R; ++r) a[r] = hn::Load(df, acc + (r0 + r) * dvp + e);
-      for (std::int64_t j = 0; j < tl; ++j) {
-        const std::int8_t* vv = VRow(rows, t0 + j);
-        if (e == 0) hwy::Prefetch(vv + kPrefetchRows * p.s.Dv);
-        const VF v = Widen(vv, VScales(rows, t0 + j), e, qp.v.block);
-        for (std::size_t r = 0; r < R; ++r) a[r] = hn::MulAdd(hn::Set(df, P[(r0 + r) * kQ8Tile + j]), v, a[r]);
+    const std::int64_t Dv = p.s.Dv, block = qp.v.block, step = std::int64_t(C * L);
+    std::int64_t e0 = 0;
+    for (; e0 + step <= Dv; e0 += step) ValueColumns<R, C>(rows, P, r0, t0, tl, acc, e0, block);
+    if constexpr (C > 1)  // the rest of the columns: C / 2, ..., 1 vectors at a time
+      if (e0 < Dv) ValueRowsFrom<R, C / 2>(rows, P, r0, t0, tl, acc, e0);
+    (void)df;
+  }
+  template <std::size_t R, std::size_t C>
+  void ValueRowsFrom(const Rows& rows, const float* P, std::int64_t r0, std::int64_t t0, std::int64_t tl, float* acc,
+                     std::int64_t e0) const {
+    const std::int64_t step = std::int64_t(C * L);
+    for (; e0 + step <= p.s.Dv; e0 += step) ValueColumns<R, C>(rows, P, r0, t0, tl, acc, e0, qp.v.block);
+    if constexpr (C > 1)
+      if (e0 < p.s.Dv) ValueRowsFrom<R, C / 2>(rows, P, r0, t0, tl, acc, e0);
+  }
+  template <std::size_t R, std::size_t C>
+  void ValueColumns(const Rows& rows, const float* P, std::int64_t r0, std::int64_t t0, std::int64_t tl, float* acc,
+                    std::int64_t e0, std::int64_t block) const {
+    const DF df;
+    VF a[R][C];
+    for (std::size_t r = 0; r < R; ++r)
+      for (std::size_t c = 0; c < C; ++c)
+        a[r][c] = hn::Load(df, acc + (r0 + std::int64_t(r)) * std::int64_t(dvp) + e0 + std::int64_t(c * L));
+    std::int64_t bi[C];  // each column vector's block (a vector lies inside one block)
+    for (std::size_t c = 0; c < C; ++c) bi[c] = (e0 + std::int64_t(c * L)) / block;
+    for (std::int64_t j = 0; j < tl; ++j) {
+      const std::int8_t* vv = VRow(rows, t0 + j) + e0;
+      const float* vs = VScales(rows, t0 + j);
+      if (e0 == 0) hwy::Prefetch(vv + kPrefetchRows * p.s.Dv);
+      VF pr[R];
+      for (std::size_t r = 0; r < R; ++r) pr[r] = hn::Set(df, P[(r0 + std::int64_t(r)) * kQ8Tile + j]);
+      for (std::size_t c = 0; c < C; ++c) {
+        const VF v = Widen(vv + std::int64_t(c * L), hn::Set(df, vs[bi[c]]));
+        for (std::size_t r = 0; r < R; ++r) a[r][c] = hn::MulAdd(pr[r], v, a[r][c]);
       }
-      for (std::size_t r = 0; r < R; ++r) hn::Store(a[r], df, acc + (r0 + r) * dvp + e);
     }
+    for (std::size_t r = 0; r < R; ++r)
+      for (std::size_t c = 0; c < C; ++c)
+        hn::Store(a[r][c], df, acc + (r0 + std::int64_t(r)) * std::int64_t(dvp) + e0 + std::int64_t(c * L));
   }
 
   template <class F>
