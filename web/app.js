@@ -220,6 +220,7 @@ function renderGrid() {
   const grid = $('#grid');
   grid.replaceChildren();
   const focus = new Map(d.heads.map((h) => [`${h.layer}/${h.head}`, h]));
+  const roles = new Map(((d.head_roles && d.head_roles.heads) || []).map((r) => [`${r.layer}/${r.head}`, r]));
   const table = el('div', { class: 'grid', style: `grid-template-columns: 4em repeat(${m.n_head}, 1fr)` });
   table.append(el('span'));
   for (let h = 0; h < m.n_head; ++h) table.append(el('span', { class: 'grid-head', text: T('grid.head', h) }));
@@ -245,6 +246,19 @@ function renderGrid() {
       const hd = headData(d, l, h);
       if (hd) tile.append(thumbnail(notation() === '3b1b' ? transpose(hd.weights) : hd.weights));
       tile.append(el('span', { class: 'tile-label', text: T('grid.focus', fmt(f)) }));
+      // The head's role scores (head_roles): every score as data-*, the label and its score shown.
+      const r = roles.get(`${l}/${h}`);
+      if (r) {
+        for (const k of ['previous_token', 'first_token', 'self', 'induction']) tile.dataset[k] = String(r[k]);
+        tile.dataset.role = r.label || '';
+        const sc = (x) => (x === null ? '–' : fmt(x));  // null: a one-token prompt, or no probe
+        tile.title += T('grid.roleScores', sc(r.previous_token), sc(r.first_token), sc(r.self), sc(r.induction));
+        if (r.label) {
+          tile.append(el('span', { class: `tile-role role-${r.label}`, 'data-role': r.label },
+            el('span', { class: 'role-name', text: T(`grid.role.${r.label}`) }), ' ',
+            el('span', { class: 'role-score', 'data-value': String(r[r.label]), text: fmt(r[r.label]) })));
+        }
+      }
       table.append(tile);
     }
   }

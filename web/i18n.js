@@ -50,6 +50,17 @@ export const TEXTS = {
     'grid.tile': (l, h, f) => `layer ${l}, head ${h}: focus ${f}`,
     'grid.tileLast': (j) => `, the last token listens most to #${j}`,
     'grid.list': (l, h, f, e) => `L${l} H${h}: focus ${f}, entropy ${e} nats`,
+    'grid.roles': 'A <strong>role</strong> under a tile names what the head does, measured on its own: ' +
+      '<em>prev</em>ious-token (the mean weight a token gives to the one just before it, ≥ 0.6), <em>sink</em> ' +
+      '(to the first token, ≥ 0.6), <em>self</em> (to itself, ≥ 0.6), all on this prompt (tokens after the first); ' +
+      'and <em>induction</em> (≥ 0.4): on a fixed probe of random tokens repeated twice, how much a token of the ' +
+      'second copy listens to the token that followed its own earlier occurrence, the head that continues a ' +
+      'pattern it has seen.',
+    'grid.role.induction': 'induction',
+    'grid.role.previous_token': 'prev',
+    'grid.role.self': 'self',
+    'grid.role.first_token': 'sink',
+    'grid.roleScores': (p, s, x, i) => `; prev ${p}, sink ${s}, self ${x}, induction ${i}`,
 
     'head.title': (l, h) => `Layer ${l}, head ${h}: the minutes`,
     'head.notation.paper': 'Paper notation ("Attention Is All You Need"): tokens are row vectors (1 × d). ' +
@@ -177,6 +188,16 @@ export const TEXTS = {
     'grid.tile': (l, h, f) => `레이어 ${l}, 헤드 ${h}: 집중도 ${f}`,
     'grid.tileLast': (j) => `, 마지막 토큰은 #${j}의 말을 가장 많이 듣습니다`,
     'grid.list': (l, h, f, e) => `L${l} H${h}: 집중도 ${f}, 엔트로피 ${e} nats`,
+    'grid.roles': '타일 아래의 <strong>역할</strong>은 헤드 하나하나를 따로 재어 본 결과입니다. ' +
+      '<em>직전</em>(토큰이 바로 앞 토큰에게 주는 평균 가중치, 0.6 이상), <em>첫 토큰</em>(맨 앞 토큰에게, 0.6 이상), ' +
+      '<em>자기</em>(자기 자신에게, 0.6 이상)는 이 프롬프트에서(첫 토큰 다음부터) 잽니다. ' +
+      '<em>유도</em>(induction, 0.4 이상)는 무작위 토큰을 두 번 반복한 고정된 시험 문장에서, 두 번째 반복의 토큰이 ' +
+      '자기가 앞에서 나왔을 때 바로 다음에 왔던 토큰의 말을 얼마나 듣는지입니다. 본 적 있는 패턴을 이어 가는 헤드입니다.',
+    'grid.role.induction': '유도',
+    'grid.role.previous_token': '직전',
+    'grid.role.self': '자기',
+    'grid.role.first_token': '첫 토큰',
+    'grid.roleScores': (p, s, x, i) => `; 직전 ${p}, 첫 토큰 ${s}, 자기 ${x}, 유도 ${i}`,
 
     'head.title': (l, h) => `레이어 ${l}, 헤드 ${h}의 회의록`,
     'head.notation.paper': '논문 표기법(“Attention Is All You Need”): 토큰은 행벡터(1 × d)입니다. ' +

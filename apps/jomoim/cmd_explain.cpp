@@ -265,29 +265,92 @@ void print_prediction(const json& j, const ExplainArgs& a, const Style& st) {
         st.cols);
 }
 
+// A role score as 5 columns ("-" when absent).
+std::string score(const json& x) { return x.is_null() ? std::string("    -") : fmt("%5.2f", x.get<double>()); }
+
+// A head's labels as the terminal spells them: "induction", "prev-token", "self", "sink".
+std::string role_text(const json& labels) {
+  std::string r;
+  for (const auto& l : labels) {
+    const std::string s = l.get<std::string>();
+    r += (r.empty() ? "" : "+") + (s == "previous_token" ? std::string("prev-token")
+                                   : s == "first_token"  ? std::string("sink")
+                                                         : s);
+  }
+  return r.empty() ? "-" : r;
+}
+
+void say_roles(const json& roles, const Style& st) {
+  const json& th = roles["thresholds"];
+  std::string probe = "no probe: the context is too short";
+  if (!roles["probe"].is_null()) {
+    const int R = roles["probe"]["length"].get<int>();
+    probe = std::to_string(R) + " random distinct tokens (seed " + std::to_string(roles["probe"]["seed"].get<int>()) +
+            ") repeated twice" + (roles["probe"]["bos"].get<bool>() ? " after <|endoftext|>" : "");
+  }
+  say(std::string("Roles: prev, sink and self are the mean weight a token (after the first) gives to the token "
+                  "just before it, to the first token, and to itself, on the ") +
+          (roles["measured_on"] == "probe" ? "probe" : "prompt") +
+          "; ind (induction) is the mean weight a token of the second copy of the probe (" + probe +
+          ") gives to the token after its own earlier occurrence. A head is labelled induction at ind >= " +
+          fmt("%g", th["induction"].get<double>()) + ", prev-token at prev >= " +
+          fmt("%g", th["previous_token"].get<double>()) + ", self at self >= " + fmt("%g", th["self"].get<double>()) +
+          ", sink at sink >= " + fmt("%g", th["first_token"].get<double>()) + ".",
+      st.cols);
+}
+
 void print_heads(const json& j, const Style& st, std::size_t limit) {
   const json& heads = j["heads"];
+  const json& roles = j["head_roles"];
+  const int H = j["model"]["n_head"].get<int>();
   section("the heads: " + std::to_string(heads.size()) + " separate meetings, most focused first");
   say("Every head holds its own meeting with its own questions (W_Q), offered answers (W_K) and actual answers "
       "(W_V). Focus is the mean over tokens (after the first, which can only hear itself) of the largest weight "
       "a token gives: 1 means each token listens to exactly one other. Entropy (nats) is the same spread seen "
       "the other way: 0 is one voice, log(n) is everyone equally.",
       st.cols);
-  std::printf("%5s %5s %7s %8s   %s\n", "layer", "head", "focus", "entropy", "last token listens most to");
+  say_roles(roles, st);
+  std::printf("%5s %5s %7s %8s %5s %5s %5s %5s  %-16s %s\n", "layer", "head", "focus", "entropy", "prev", "sink",
+              "self", "ind", "role", "last token listens most to");
   const json& tokens = j["tokens"];
   for (std::size_t i = 0; i < heads.size() && i < limit; ++i) {
     const json& h = heads[i];
+    const json& r = roles["heads"][h["layer"].get<int>() * H + h["head"].get<int>()];
     std::string to = "nobody (every key silenced)";
     if (!h["last_token_attends_to"].is_null()) {
       const int k = h["last_token_attends_to"].get<int>();
       to = std::to_string(k) + " " + quoted(tokens[k]["text"]) + " (" +
            fmt("%.3f", h["last_token_weight"].get<double>()) + ")";
     }
-    std::printf("%5d %5d %7.3f %8.3f   %s\n", h["layer"].get<int>(), h["head"].get<int>(), h["focus"].get<double>(),
-                h["entropy"].get<double>(), to.c_str());
+    std::printf("%5d %5d %7.3f %8.3f %s %s %s %s  %s %s\n", h["layer"].get<int>(), h["head"].get<int>(),
+                h["focus"].get<double>(), h["entropy"].get<double>(), score(r["previous_token"]).c_str(),
+                score(r["first_token"]).c_str(), score(r["self"]).c_str(), score(r["induction"]).c_str(),
+                fit(role_text(r["labels"]), 16).c_str(), to.c_str());
   }
   if (heads.size() > limit)
-    std::printf("  ... %zu more heads (--json lists all; --layer/--head show any of them)\n", heads.size() - limit);
+    std::printf(
+        "  ... %zu more heads (--json lists all; --layer/--head show any of them; jomoim heads lists every "
+        "head's role)\n",
+        heads.size() - limit);
+}
+
+// `jomoim heads`: every head's role scores in (layer, head) order.
+void print_roles(const json& j, const Style& st) {
+  const json& roles = j["head_roles"];
+  const int nl = j["model"]["n_layer"].get<int>(), nh = j["model"]["n_head"].get<int>();
+  std::printf("jomoim heads: %s (%d layer%s x %d head%s)%s\n", j["model"]["name"].get<std::string>().c_str(), nl,
+              nl == 1 ? "" : "s", nh, nh == 1 ? "" : "s",
+              j["prompt"].is_null() ? "" : (", on \"" + j["prompt"].get<std::string>() + "\"").c_str());
+  say_roles(roles, st);
+  std::printf("%5s %5s %5s %5s %5s %5s  %s\n", "layer", "head", "prev", "sink", "self", "ind", "role");
+  int labelled = 0;
+  for (const auto& r : roles["heads"]) {
+    labelled += !r["labels"].empty();
+    std::printf("%5d %5d %s %s %s %s  %s\n", r["layer"].get<int>(), r["head"].get<int>(),
+                score(r["previous_token"]).c_str(), score(r["first_token"]).c_str(), score(r["self"]).c_str(),
+                score(r["induction"]).c_str(), role_text(r["labels"]).c_str());
+  }
+  std::printf("%d of %zu heads have a role\n", labelled, roles["heads"].size());
 }
 
 void print_last_token(const json& head, const json& tokens, const Style& st) {
@@ -505,9 +568,46 @@ void run_explain(const ExplainArgs& a) {
   }
 }
 
+struct HeadsArgs {
+  std::string model;
+  std::optional<std::string> prompt;
+  bool swap_qk = false, json_out = false;
+  int threads = 0;
+};
+
+void run_heads(const HeadsArgs& a) {
+  const ModelDir dir = resolve_model_dir(a.model);
+  const Tokenizer tok = Tokenizer::load_dir(dir.path);
+  GptModel model = GptModel::load(dir.path);
+  model.set_threads(a.threads);
+  const json j = head_roles(model, tok, a.prompt, a.swap_qk, dir.path.string());
+  if (a.json_out) {
+    std::printf("%s\n", j.dump().c_str());
+    return;
+  }
+  Style st;
+  st.cols = terminal_columns();
+  print_roles(j, st);
+}
+
 }  // namespace
 
 void add_explain_command(CLI::App& app) {
+  {
+    auto a = std::make_shared<HeadsArgs>();
+    CLI::App* sub = app.add_subcommand(
+        "heads", "Measure every head's role: previous-token, first-token (sink), self and induction scores");
+    sub->add_option("prompt", a->prompt,
+                    "measure previous-token, first-token and self on this prompt (default: on the induction probe)");
+    sub->add_option(
+        "--model", a->model,
+        "model directory (config.json, model.safetensors, vocab.json, merges.txt); default: " + default_model_help());
+    sub->add_flag("--swap-qk", a->swap_qk, "measure the model with queries made by W_K and keys by W_Q");
+    sub->add_flag("--json", a->json_out, "print the scores as JSON (schema jomoim.heads/1, docs/explain.md)");
+    sub->add_option("--threads", a->threads, threads_help)->capture_default_str();
+    sub->callback([a] { run_heads(*a); });
+  }
+
   auto a = std::make_shared<ExplainArgs>();
   CLI::App* sub = app.add_subcommand(
       "explain", "Show the attention \"meeting\" of a prompt: tokens, Q.K scores, weights, the next token");

@@ -131,3 +131,6 @@ class Model:
                 contrast: Optional[Text] = None) -> Dict[str, Any]:
         """`jomoim explain --json` (schema jomoim.explain/1) as Python objects; per head q, k, v, out, weights,
         scores, scaled (-inf where masked) are float32 arrays, mask a bool array (see the docstring)."""
+    def head_roles(self, text: Optional[Text] = None, *, swap_qk: bool = False) -> Dict[str, Any]:
+        """`jomoim heads --json` (schema jomoim.heads/1): every head's previous-token, first-token, self and
+        induction scores and labels."""

@@ -368,7 +368,8 @@ class Model:
         exact float32 values); scores, scaled -> float32 arrays with -inf where masked (null in
         the JSON); mask -> bool array; last_token.weights -> float32, last_token.value_norms and
         .contribution_norms -> float64 1-D arrays; and last_token_attention.mean_over_heads ->
-        a float64 [n_layer, T] array. Shapes are the JSON's (transposed in 3b1b). "model"."name"
+        a float64 [n_layer, T] array; "head_roles" stays dicts (see head_roles()). Shapes are
+        the JSON's (transposed in 3b1b). "model"."name"
         is Model.path. The passes run with the GIL released.
 
         Raises jomoim.Error (the engine's message) for a layer or head out of range, a silence
@@ -390,6 +391,24 @@ class Model:
         raw = self._core.explain(_text("text", text), notation, _opt_int("layer", layer), _opt_int("head", head),
                                  silence, swap_qk, top, other, os.fsencode(self._path), matrices, tgt, con)
         return _explain_arrays(json.loads(raw))
+
+    def head_roles(self, text: Optional[Text] = None, *, swap_qk: bool = False) -> Dict[str, Any]:
+        """Every head's role scores, the content of `jomoim heads --json` (schema
+        "jomoim.heads/1", docs/explain.md) as Python objects: "head_roles"."heads" lists, in
+        (layer, head) order, previous_token, first_token, self, induction (floats, None when
+        not measurable), label (str or None) and labels.
+
+        text     measure previous_token, first_token and self on this prompt (queries i >= 1);
+                 None: on the induction probe itself ("measured_on": "probe").
+        swap_qk  measure the model with queries made by W_K and keys by W_Q.
+
+        induction is always measured on the probe: R distinct random tokens (seed 1) repeated
+        twice after <|endoftext|>; see docs/explain.md. Model.explain()'s "head_roles" is the
+        same object for its prompt. Raises jomoim.Error for a prompt longer than the context."""
+        if not isinstance(swap_qk, bool):
+            raise TypeError(f"swap_qk: expected True or False, got {type(swap_qk).__name__}")
+        prompt = None if text is None else _text("text", text)
+        return json.loads(self._core.head_roles(prompt, swap_qk, os.fsencode(self._path)))
 
     def __repr__(self) -> str:
         c = self._core.config

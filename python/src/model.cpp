@@ -236,6 +236,12 @@ class Model {
     return jomoim::explain(m_->model, m_->tokenizer, prompt, o).dump();
   }
 
+  // jomoim::head_roles() as the JSON text `jomoim heads --json` prints.
+  std::string head_roles(std::optional<std::string> prompt, bool swap_qk, const std::string& model_name) const {
+    py::gil_scoped_release unlocked;
+    return jomoim::head_roles(m_->model, m_->tokenizer, prompt, swap_qk, model_name).dump();
+  }
+
   std::unique_ptr<Generation> generate(const std::string& text, int n, float temperature, int top_k, float top_p,
                                        std::optional<std::uint64_t> seed, bool stop_at_eos) const {
     if (n < 0) throw Error("n must be >= 0, got " + std::to_string(n));
@@ -275,6 +281,7 @@ void bind_model(py::module_& m) {
       .def("explain", &Model::explain, py::arg("prompt"), py::arg("notation"), py::arg("layer"), py::arg("head"),
            py::arg("silence"), py::arg("swap_qk"), py::arg("top"), py::arg("compare"), py::arg("model_name"),
            py::arg("matrices"), py::arg("target") = py::none(), py::arg("contrast") = py::none())
+      .def("head_roles", &Model::head_roles, py::arg("prompt"), py::arg("swap_qk"), py::arg("model_name"))
       .def("generate", &Model::generate, py::arg("text"), py::arg("n"), py::arg("temperature"), py::arg("top_k"),
            py::arg("top_p"), py::arg("seed"), py::arg("stop_at_eos"));
 

@@ -409,6 +409,23 @@ def test_explain_target_and_contrast():
         m.explain("I have a lot", target=" lot", contrast=" lot")
 
 
+def test_head_roles_equal_the_cli():
+    m = model("f32")
+    d = variant_dir("f32")
+    assert m.head_roles() == cli_json("heads", "--model", d)
+    assert m.head_roles("I have a lot") == cli_json("heads", "--model", d, "I have a lot")
+    assert m.head_roles(swap_qk=True) == cli_json("heads", "--model", d, "--swap-qk")
+    j = m.head_roles()
+    assert j["schema"] == "jomoim.heads/1" and j["head_roles"]["measured_on"] == "probe"
+    assert len(j["head_roles"]["heads"]) == m.config["n_layer"] * m.config["n_head"]
+    # explain()'s head_roles is the same measurement for its prompt.
+    assert m.explain("I have a lot", matrices=False)["head_roles"] == m.head_roles("I have a lot")["head_roles"]
+    with pytest.raises(TypeError, match="swap_qk"):
+        m.head_roles(swap_qk=1)
+    with pytest.raises(jomoim.Error, match="context"):
+        m.head_roles("x" * 200)
+
+
 def test_explain_arrays_are_the_model_s_attention():
     m = model()
     prompt = "Cash or credit card? I have a lot"
@@ -587,7 +604,7 @@ def test_help_and_stubs_show_the_api():
     compile(stub, "__init__.pyi", "exec")
     assert "jomoim.explain/1" in jomoim.Model.explain.__doc__ and "-inf" in jomoim.Model.explain.__doc__
     for name in ("class Model", "class Prediction", "class Stream", "def logits", "def predict", "def generate",
-                 "def stream", "def explain", "def default_model_dir"):
+                 "def stream", "def explain", "def head_roles", "def default_model_dir"):
         assert name in stub, name
 
 

@@ -409,6 +409,95 @@ json attribution_json(const Pass& p, const GptModel& model, const Tokenizer& tok
   return a;
 }
 
+// ---------------------------------------------------------------------------------------------
+// Head roles (explain.hpp, docs/explain.md "head_roles").
+
+struct RoleScores {
+  std::optional<double> previous_token, first_token, self, induction;
+};
+
+// previous_token, first_token, self of every head ([layer * H + head]): the mean over queries
+// i >= 1 of the weight on keys i - 1, 0 and i. Absent for a one-token pass.
+std::vector<RoleScores> prompt_role_scores(const Pass& p, int H) {
+  const int T = p.trace.T, L = static_cast<int>(p.trace.layers.size());
+  std::vector<RoleScores> r(static_cast<std::size_t>(L) * H);
+  if (T < 2) return r;
+  for (int l = 0; l < L; ++l)
+    for (int h = 0; h < H; ++h) {
+      HeadView hv{p.trace.layers[l], h, T, 0};
+      double prev = 0, first = 0, self = 0;
+      for (int i = 1; i < T; ++i) {
+        prev += hv.w(i, i - 1);
+        first += hv.w(i, 0);
+        self += hv.w(i, i);
+      }
+      RoleScores& s = r[static_cast<std::size_t>(l) * H + h];
+      s.previous_token = prev / (T - 1);
+      s.first_token = first / (T - 1);
+      s.self = self / (T - 1);
+    }
+  return r;
+}
+
+// The probe's pass and its induction scores ([layer * H + head]; absent without a probe).
+struct Probe {
+  std::vector<std::int32_t> ids;
+  int R = 0;
+  bool bos = false;
+  Pass pass;
+  std::vector<double> induction;
+};
+
+Probe run_probe(const GptModel& model, const Tokenizer& tok, bool swap_qk) {
+  const GptConfig& c = model.config();
+  Probe pr;
+  std::optional<std::int32_t> eos = tok.eos_id();
+  if (eos && (*eos < 0 || *eos >= c.vocab_size)) eos.reset();
+  pr.ids = role_probe_ids(c, eos, &pr.R);
+  if (pr.ids.empty()) return pr;
+  pr.bos = static_cast<int>(pr.ids.size()) == 2 * pr.R + 1;
+  pr.pass = run_pass(model, pr.ids, {}, swap_qk);
+  const int H = c.n_head, T = pr.pass.trace.T, b = pr.bos ? 1 : 0;
+  for (int l = 0; l < c.n_layer; ++l)
+    for (int h = 0; h < H; ++h) {
+      HeadView hv{pr.pass.trace.layers[l], h, T, 0};
+      double s = 0;
+      for (int r = 0; r < pr.R; ++r) s += hv.w(b + pr.R + r, b + r + 1);
+      pr.induction.push_back(s / pr.R);
+    }
+  return pr;
+}
+
+json opt_f64(const std::optional<double>& x) { return x ? f64(*x) : json(nullptr); }
+
+json head_roles_json(const std::vector<RoleScores>& scores, const Probe& probe, int L, int H, const char* measured_on) {
+  json heads = json::array();
+  for (int l = 0; l < L; ++l)
+    for (int h = 0; h < H; ++h) {
+      RoleScores s = scores[static_cast<std::size_t>(l) * H + h];
+      if (!probe.induction.empty()) s.induction = probe.induction[static_cast<std::size_t>(l) * H + h];
+      const std::vector<std::string> labels = head_role_labels(s.previous_token, s.first_token, s.self, s.induction);
+      heads.push_back({{"layer", l},
+                       {"head", h},
+                       {"previous_token", opt_f64(s.previous_token)},
+                       {"first_token", opt_f64(s.first_token)},
+                       {"self", opt_f64(s.self)},
+                       {"induction", opt_f64(s.induction)},
+                       {"label", labels.empty() ? json(nullptr) : json(labels[0])},
+                       {"labels", labels}});
+    }
+  json pj = nullptr;
+  if (!probe.ids.empty()) pj = {{"seed", kRoleProbeSeed}, {"length", probe.R}, {"bos", probe.bos}, {"ids", probe.ids}};
+  return {{"measured_on", measured_on},
+          {"probe", std::move(pj)},
+          {"thresholds",
+           {{"induction", HeadRoleThresholds::induction},
+            {"previous_token", HeadRoleThresholds::previous_token},
+            {"first_token", HeadRoleThresholds::first_token},
+            {"self", HeadRoleThresholds::self}}},
+          {"heads", std::move(heads)}};
+}
+
 // A target or contrast text as its one token id.
 std::int32_t one_token(const Tokenizer& tok, const std::string& str, int vocab, const char* what) {
   if (str.empty()) throw Error(std::string(what) + " is empty: it must be exactly one token");
@@ -431,7 +520,7 @@ void check_silence(const std::vector<int>& silenced, int T, const char* what) {
 // Everything about one prompt (no "schema", "model", "options", "compare").
 json explain_prompt(const GptModel& model, const Tokenizer& tok, const std::string& prompt, const ExplainOptions& o,
                     const std::vector<int>& silenced, const char* what, Pass* out_pass,
-                    std::optional<std::int32_t> target, std::optional<std::int32_t> contrast) {
+                    std::optional<std::int32_t> target, std::optional<std::int32_t> contrast, const Probe& probe) {
   const GptConfig& c = model.config();
   const std::vector<std::int32_t> ids = encode_prompt(tok, prompt, c.n_positions, c.vocab_size, what);
   const int T = static_cast<int>(ids.size());
@@ -450,6 +539,7 @@ json explain_prompt(const GptModel& model, const Tokenizer& tok, const std::stri
     j["baseline"] = nullptr;
   }
   j["heads"] = heads_json(p, c.n_head);
+  j["head_roles"] = head_roles_json(prompt_role_scores(p, c.n_head), probe, c.n_layer, c.n_head, "prompt");
   j["last_token_attention"] = last_token_attention_json(p, c.n_head);
   json layers = json::array();
   if (o.matrices) {
@@ -472,7 +562,78 @@ json explain_prompt(const GptModel& model, const Tokenizer& tok, const std::stri
   return j;
 }
 
+json model_json(const GptConfig& c, const std::string& name) {
+  return {{"name", text::to_valid_utf8(name)},
+          {"n_layer", c.n_layer},
+          {"n_head", c.n_head},
+          {"n_embd", c.n_embd},
+          {"head_dim", c.head_dim()},
+          {"n_positions", c.n_positions},
+          {"vocab_size", c.vocab_size}};
+}
+
 }  // namespace
+
+std::vector<std::string> head_role_labels(std::optional<double> previous_token, std::optional<double> first_token,
+                                          std::optional<double> self, std::optional<double> induction) {
+  std::vector<std::string> r;
+  if (induction && *induction >= HeadRoleThresholds::induction) r.push_back("induction");
+  if (previous_token && *previous_token >= HeadRoleThresholds::previous_token) r.push_back("previous_token");
+  if (self && *self >= HeadRoleThresholds::self) r.push_back("self");
+  if (first_token && *first_token >= HeadRoleThresholds::first_token) r.push_back("first_token");
+  return r;
+}
+
+std::vector<std::int32_t> role_probe_ids(const GptConfig& config, std::optional<std::int32_t> bos, int* length) {
+  const int b = bos ? 1 : 0;
+  const int available = config.vocab_size - b;
+  const int R = std::min({kRoleProbeLength, (config.n_positions - b) / 2, available});
+  if (length) *length = R < 2 ? 0 : R;
+  if (R < 2) return {};
+  std::uint64_t state = kRoleProbeSeed;
+  auto next = [&state] {  // SplitMix64
+    std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  };
+  std::vector<std::int32_t> half;
+  std::set<std::int32_t> seen;
+  while (static_cast<int>(half.size()) < R) {
+    const auto id = static_cast<std::int32_t>(next() % static_cast<std::uint64_t>(config.vocab_size));
+    if ((bos && id == *bos) || !seen.insert(id).second) continue;
+    half.push_back(id);
+  }
+  std::vector<std::int32_t> ids;
+  if (bos) ids.push_back(*bos);
+  ids.insert(ids.end(), half.begin(), half.end());
+  ids.insert(ids.end(), half.begin(), half.end());
+  return ids;
+}
+
+nlohmann::json head_roles(const GptModel& model, const Tokenizer& tokenizer, const std::optional<std::string>& prompt,
+                          bool swap_qk, const std::string& model_name) {
+  const GptConfig& c = model.config();
+  std::vector<std::int32_t> ids;
+  if (prompt) ids = encode_prompt(tokenizer, *prompt, c.n_positions, c.vocab_size, "the prompt");
+  const Probe probe = run_probe(model, tokenizer, swap_qk);
+  json j;
+  j["schema"] = "jomoim.heads/1";
+  j["model"] = model_json(c, model_name);
+  j["prompt"] = prompt ? json(text::to_valid_utf8(*prompt)) : json(nullptr);
+  j["swap_qk"] = swap_qk;
+  if (prompt) {
+    const Pass p = run_pass(model, ids, {}, swap_qk);
+    j["head_roles"] = head_roles_json(prompt_role_scores(p, c.n_head), probe, c.n_layer, c.n_head, "prompt");
+  } else {
+    // The probe is the prompt; without a probe (a tiny context) only null scores remain.
+    const std::vector<RoleScores> scores = probe.ids.empty()
+                                               ? std::vector<RoleScores>(static_cast<std::size_t>(c.n_layer) * c.n_head)
+                                               : prompt_role_scores(probe.pass, c.n_head);
+    j["head_roles"] = head_roles_json(scores, probe, c.n_layer, c.n_head, "probe");
+  }
+  return j;
+}
 
 nlohmann::json explain(const GptModel& model, const Tokenizer& tokenizer, const std::string& prompt,
                        const ExplainOptions& options) {
@@ -500,13 +661,7 @@ nlohmann::json explain(const GptModel& model, const Tokenizer& tokenizer, const 
   const bool col = options.notation == ExplainNotation::col3b1b;
   json j;
   j["schema"] = "jomoim.explain/1";
-  j["model"] = {{"name", text::to_valid_utf8(options.model_name)},
-                {"n_layer", c.n_layer},
-                {"n_head", c.n_head},
-                {"n_embd", c.n_embd},
-                {"head_dim", c.head_dim()},
-                {"n_positions", c.n_positions},
-                {"vocab_size", c.vocab_size}};
+  j["model"] = model_json(c, options.model_name);
   j["notation"] = notation_name(options.notation);
   j["formula"] = col ? "V softmax(K^T Q / sqrt(d))" : "softmax(Q K^T / sqrt(d)) V";
   j["softmax_over"] = col ? "columns" : "rows";
@@ -518,13 +673,16 @@ nlohmann::json explain(const GptModel& model, const Tokenizer& tokenizer, const 
                   {"matrices", options.matrices},
                   {"target", options.target ? json(text::to_valid_utf8(*options.target)) : json(nullptr)},
                   {"contrast", options.contrast ? json(text::to_valid_utf8(*options.contrast)) : json(nullptr)}};
+  // The role probe is the model's alone: one pass for both prompts (with swap_qk, not silenced).
+  const Probe probe = run_probe(model, tokenizer, options.swap_qk);
   Pass main_pass;
-  json body = explain_prompt(model, tokenizer, prompt, options, silenced, "the prompt", &main_pass, target, contrast);
+  json body =
+      explain_prompt(model, tokenizer, prompt, options, silenced, "the prompt", &main_pass, target, contrast, probe);
   for (auto& [k, v] : body.items()) j[k] = std::move(v);
   if (options.compare) {
     Pass other;
     json cj = explain_prompt(model, tokenizer, *options.compare, options, silenced, "the compare prompt", &other,
-                             target, contrast);
+                             target, contrast, probe);
     cj["shift"] = shift_json(main_pass, other, tokenizer, options.top, "p", "p_compare");
     j["compare"] = std::move(cj);
   } else {

@@ -136,6 +136,34 @@ test('the grid has a tile per layer and head, coloured by the API\'s focus', asy
   }
 });
 
+test('the grid tiles carry the API\'s head roles: every score, the label and its score', async () => {
+  const want = (await api('/api/explain', plain())).head_roles;
+  assert.equal(want.heads.length, model.n_layer * model.n_head);
+  const tiles = await page.$$eval('#grid .tile', (els) => els.map((e) => ({
+    layer: Number(e.dataset.layer), head: Number(e.dataset.head), role: e.dataset.role,
+    scores: ['previous_token', 'first_token', 'self', 'induction'].map((k) => e.dataset[k]),
+    chip: e.querySelector('.tile-role') ? { role: e.querySelector('.tile-role').dataset.role,
+      value: e.querySelector('.tile-role .role-score').dataset.value, text: e.querySelector('.tile-role').textContent } : null })));
+  let labelled = 0;
+  for (const r of want.heads) {
+    const t = tiles.find((x) => x.layer === r.layer && x.head === r.head);
+    assert.ok(t, `tile L${r.layer} H${r.head}`);
+    assert.deepEqual(t.scores, [r.previous_token, r.first_token, r.self, r.induction].map(String));
+    assert.equal(t.role, r.label || '');
+    if (!r.label) { assert.equal(t.chip, null); continue; }
+    ++labelled;
+    assert.equal(t.chip.role, r.label);
+    assert.equal(t.chip.value, String(r[r.label]));
+    assert.equal(t.chip.text, `${TEXTS.en[`grid.role.${r.label}`]} ${fmt(r[r.label])}`);
+    assert.ok(r[r.label] >= want.thresholds[r.label], 'a label only at its threshold');
+  }
+  for (const r of want.heads)
+    for (const k of ['induction', 'previous_token', 'self', 'first_token'])
+      assert.equal(r.labels.includes(k), r[k] !== null && r[k] >= want.thresholds[k], `L${r.layer} H${r.head} ${k}`);
+  assert.ok(labelled > 0, 'the test model has at least one labelled head on this prompt');
+  await page.locator('#grid-view').screenshot({ path: path.join(artifacts, '09-head-roles.png') });
+});
+
 async function cells() {
   return page.$$eval('#heatmap td', (els) => els.map((e) => ({
     r: Number(e.dataset.row), c: Number(e.dataset.col), v: e.dataset.value, masked: e.classList.contains('masked') })));
