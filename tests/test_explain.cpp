@@ -18,6 +18,7 @@
 
 #include "jomoim/engine/attention.hpp"
 #include "jomoim/explain/explain.hpp"
+#include "jomoim/model/generate.hpp"
 #include "jomoim/model/model.hpp"
 #include "jomoim/model/sampling.hpp"
 #include "jomoim/text/tokenizer.hpp"
@@ -686,6 +687,11 @@ TEST(ExplainSchema, EveryFieldWithItsTypeAndShape) {
         ASSERT_TRUE(s["text"].is_string());
         for (const char* k : {"p", "p_compare", "delta"}) ASSERT_TRUE(s[k].is_number()) << k;
       }
+      EXPECT_TRUE(j["generation"].is_null());
+      EXPECT_TRUE(j["steps"].is_array());
+      EXPECT_EQ(opt["generate"], 0);
+      EXPECT_FALSE(j["compare"].contains("generation"));
+      EXPECT_FALSE(j["compare"].contains("steps"));
       EXPECT_FALSE(j["compare"].contains("compare"));
       EXPECT_FALSE(j["compare"].contains("schema"));
     }
@@ -1026,6 +1032,141 @@ TEST(ExplainRoles, ScoresAreMeansOfTheTracedWeights) {
   EXPECT_TRUE(hp["prompt"].is_null());
   for (int i = 0; i < L * H; ++i) EXPECT_EQ(hp["head_roles"]["heads"][i]["induction"], roles["heads"][i]["induction"]);
   EXPECT_THROW(head_roles(f.model, f.tok, std::string(200, 'x')), Error);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Generation: steps.
+
+TEST(ExplainGeneration, StepsAreGeneratesTokensEachWithThePassThatPredictedIt) {
+  Fixture f;
+  const int L = f.cfg.n_layer, H = f.cfg.n_head;
+  for (const float temperature : {0.0f, 0.9f}) {
+    ExplainOptions o;
+    o.generate = 6;
+    o.temperature = temperature;
+    o.seed = 5;
+    o.stop_at_eos = false;
+    o.top = 3;
+    const json j = explain(f.model, f.tok, kSeed, o);
+    std::vector<std::int32_t> ids = f.tok.encode(kSeed);
+    const int T = static_cast<int>(ids.size());
+    GenerateOptions go;
+    go.max_tokens = 6;
+    go.sampling.temperature = temperature;
+    go.sampling.top_k = 40;
+    go.sampling.top_p = 0.95f;
+    go.sampling.seed = 5;
+    const GenerateResult r = generate(f.model, ids, go);
+    ASSERT_EQ(r.ids.size(), 6u);
+    EXPECT_EQ(j["generation"]["ids"].get<std::vector<std::int32_t>>(), r.ids);
+    EXPECT_EQ(j["generation"]["stop"], "length");
+    EXPECT_EQ(j["generation"]["seed"], 5);
+    EXPECT_EQ(j["options"]["generate"], 6);
+    ASSERT_EQ(j["steps"].size(), 6u);
+    // The plain (untraced) passes the generation made: prefill, then one token at a time.
+    KvCache cache(f.cfg, T + 6);
+    std::vector<float> logits = f.model.forward(ids, cache);
+    for (int k = 0; k < 6; ++k) {
+      const json& st = j["steps"][k];
+      const std::int32_t id = r.ids[k];
+      EXPECT_EQ(st["step"], k);
+      EXPECT_EQ(st["position"], T + k - 1);
+      EXPECT_EQ(st["id"], id);
+      EXPECT_EQ(st["logit"].get<float>(), logits[id]) << "the replay's logits are the generation's, bit for bit";
+      EXPECT_NEAR(st["probability"].get<double>(), softmax(logits)[id], 1e-15);
+      if (temperature == 0) {
+        EXPECT_EQ(st["prediction"]["top"][0]["id"], id) << "greedy takes the top token";
+      }
+      ASSERT_EQ(st["attention"].size(), static_cast<std::size_t>(L));
+      for (int l = 0; l < L; ++l) {
+        ASSERT_EQ(st["attention"][l].size(), static_cast<std::size_t>(H));
+        std::vector<double> mean(T + k, 0.0);
+        for (int h = 0; h < H; ++h) {
+          const json& row = st["attention"][l][h];
+          ASSERT_EQ(row.size(), static_cast<std::size_t>(T + k));
+          double sum = 0;
+          for (int i = 0; i < T + k; ++i) sum += row[i].get<float>(), mean[i] += row[i].get<float>() / H;
+          EXPECT_NEAR(sum, 1.0, 1e-5);
+        }
+        for (int i = 0; i < T + k; ++i)
+          EXPECT_NEAR(st["last_token_attention"]["mean_over_heads"][l][i].get<double>(), mean[i], 1e-12);
+      }
+      EXPECT_EQ(st["last_token_attention"]["index"], T + k - 1);
+      const json& a = st["attribution"];
+      EXPECT_EQ(a["target"]["id"], id);
+      EXPECT_EQ(a["heads"][0]["by_source"].size(), static_cast<std::size_t>(T + k));
+      EXPECT_NEAR(a["sum"].get<double>(), logits[id], 1e-3 * std::max(1.0, std::abs(static_cast<double>(logits[id]))));
+      EXPECT_EQ(st["logit_lens"].size(), static_cast<std::size_t>(L + 1));
+      EXPECT_EQ(st["logit_lens"][L]["top"][0]["id"], st["prediction"]["top"][0]["id"]);
+      const std::int32_t next[1] = {id};
+      if (k + 1 < 6) logits = f.model.forward(next, cache);
+    }
+    // Step 0 is the prompt's own pass (greedy: attributing the same, predicted, token).
+    EXPECT_EQ(j["steps"][0]["prediction"], j["prediction"]);
+    if (temperature == 0) {
+      EXPECT_EQ(j["steps"][0]["attribution"]["heads"], j["attribution"]["heads"]);
+    }
+  }
+  // Without generate: no generation, no steps.
+  const json plain = explain(f.model, f.tok, kSeed, {});
+  EXPECT_TRUE(plain["generation"].is_null());
+  EXPECT_TRUE(plain["steps"].is_array() && plain["steps"].empty());
+  EXPECT_EQ(plain["options"]["generate"], 0);
+}
+
+TEST(ExplainGeneration, StopsAtEndOfTextAndAtTheContextAsGenerateDoes) {
+  Fixture f(2, 4, 32, 8);  // a context of 8 tokens
+  ExplainOptions o;
+  o.generate = 20;
+  o.temperature = 1.0f;
+  o.top_k = 0;
+  o.top_p = 1.0f;
+  o.seed = 11;
+  const std::vector<std::int32_t> ids = f.tok.encode(kSeed);
+  GenerateOptions go;
+  go.max_tokens = 20;
+  go.sampling = {1.0f, 0, 1.0f, 11};
+  go.eos = f.tok.eos_id();
+  const GenerateResult r = generate(f.model, ids, go);
+  const json j = explain(f.model, f.tok, kSeed, o);
+  EXPECT_EQ(j["generation"]["ids"].get<std::vector<std::int32_t>>(), r.ids);
+  EXPECT_EQ(j["generation"]["stop"], stop_name(r.stop));
+  EXPECT_EQ(j["steps"].size(), r.ids.size());
+  EXPECT_LE(ids.size() + r.ids.size(), 8u);
+}
+
+TEST(ExplainGeneration, RefusesWithOneLine) {
+  Fixture f;
+  auto refuses = [&](ExplainOptions o, const std::string& part) {
+    try {
+      explain(f.model, f.tok, kSeed, o);
+      ADD_FAILURE() << "accepted: " << part;
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find(part), std::string::npos) << m;
+      EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+    }
+  };
+  ExplainOptions o;
+  o.generate = -1;
+  refuses(o, "generate must be in 0..64");
+  o.generate = kMaxExplainSteps + 1;
+  refuses(o, "generate must be in 0..64");
+  o.generate = 2;
+  o.compare = kSeedCompare;
+  refuses(o, "generate cannot be combined with compare");
+  o.compare.reset();
+  o.silence = {0};
+  refuses(o, "generate cannot be combined with silence or swap_qk");
+  o.silence.clear();
+  o.swap_qk = true;
+  refuses(o, "generate cannot be combined with silence or swap_qk");
+  o.swap_qk = false;
+  o.temperature = -1;
+  refuses(o, "temperature must be");
+  o.temperature = 0;
+  o.top_p = 0;
+  refuses(o, "top-p must be");
 }
 
 TEST(Explain, Float32ValuesPrintShortAndReadBackExactly) {

@@ -22,6 +22,7 @@
 #include "commands.hpp"
 #include "jomoim/engine/threads.hpp"
 #include "jomoim/explain/explain.hpp"
+#include "jomoim/model/generate.hpp"
 #include "jomoim/model/model.hpp"
 #include "jomoim/text/tokenizer.hpp"
 #include "model_dir.hpp"
@@ -38,6 +39,11 @@ struct ExplainArgs {
   std::vector<int> silence;
   bool swap_qk = false, json_out = false;
   int top = 10, threads = 0;
+  std::optional<int> generate;
+  float temperature = 0.0f, top_p = 0.95f;
+  int top_k = 40;
+  std::optional<std::uint64_t> seed;
+  bool ignore_eos = false;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -509,8 +515,74 @@ void print_logit_lens(const json& p, const Style& st) {
   }
 }
 
+// "generation" and "steps": each new token with the pass that predicted it.
+void print_steps(const json& j, const Style& st) {
+  const json& g = j["generation"];
+  const json& steps = j["steps"];
+  const json& tokens = j["tokens"];
+  const double t = g["temperature"].get<double>();
+  section("generation: " + std::to_string(steps.size()) + " new token" + (steps.size() == 1 ? "" : "s") +
+          " (stop: " + g["stop"].get<std::string>() + ")");
+  const std::string how =
+      t == 0
+          ? std::string("greedy (the most likely token each time)")
+          : "sampled at temperature " + fmt("%g", t) + ", top-k " + std::to_string(g["top_k"].get<int>()) + ", top-p " +
+                fmt("%g", g["top_p"].get<double>()) + ", seed " + std::to_string(g["seed"].get<std::uint64_t>());
+  say("The prompt continued " + how +
+          ", as jomoim generate does with the same options; each step is the meeting "
+          "of the last token so far, whom it listened to and who argued for the token it chose.",
+      st.cols);
+  std::printf("  \"%s\" + \"%s\"\n", j["prompt"].get<std::string>().c_str(), g["text"].get<std::string>().c_str());
+  auto name = [&](int pos) {
+    const int T = static_cast<int>(tokens.size());
+    return quoted(pos < T ? tokens[pos]["text"] : steps[pos - T]["text"]);
+  };
+  for (const auto& s : steps) {
+    const int pos = s["position"].get<int>();
+    std::printf("\nstep %d: after %d %s -> %s (p %.4f, logit %.4f)\n", s["step"].get<int>(), pos, name(pos).c_str(),
+                quoted(s["text"]).c_str(), s["probability"].get<double>(), s["logit"].get<double>());
+    std::string line = "  predicted:";
+    int n = 0;
+    for (const auto& c : s["prediction"]["top"]) {
+      if (n++ == 3) break;
+      line += " " + quoted(c["text"]) + fmt(" %.3f", c["probability"].get<double>());
+    }
+    std::printf("%s\n", line.c_str());
+    // Whom it listened to: the last layer, mean over heads, the 3 largest weights.
+    const json& m = s["last_token_attention"]["mean_over_heads"];
+    const json& last = m[m.size() - 1];
+    std::vector<int> order(last.size());
+    for (std::size_t k = 0; k < order.size(); ++k) order[k] = static_cast<int>(k);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int x, int y) { return last[x].get<double>() > last[y].get<double>(); });
+    line = "  listened to (last layer, mean over heads):";
+    for (std::size_t r = 0; r < order.size() && r < 3; ++r)
+      line += " " + std::to_string(order[r]) + " " + name(order[r]) + fmt(" %.3f", last[order[r]].get<double>());
+    std::printf("%s\n", line.c_str());
+    // Who argued for it: per source token, summed over heads, the 3 largest |parts|.
+    const json& a = s["attribution"];
+    std::vector<double> by(last.size(), 0.0);
+    for (const auto& h : a["heads"])
+      for (std::size_t k = 0; k < by.size(); ++k) by[k] += h["by_source"][k].get<double>();
+    std::stable_sort(order.begin(), order.end(), [&](int x, int y) { return std::abs(by[x]) > std::abs(by[y]); });
+    line = "  argued for it (attention, by source):";
+    for (std::size_t r = 0; r < order.size() && r < 3; ++r)
+      line += " " + std::to_string(order[r]) + " " + name(order[r]) + fmt(" %+.3f", by[order[r]]);
+    std::printf("%s\n", line.c_str());
+    std::printf("  sum of the parts %.4f vs the logit %.4f\n", a["sum"].get<double>(), s["logit"].get<double>());
+  }
+}
+
 void run_explain(const ExplainArgs& a) {
   if (a.top < 1) throw Error("--top must be at least 1, got " + std::to_string(a.top));
+  if (a.generate) {
+    if (*a.generate < 1 || *a.generate > kMaxExplainSteps)
+      throw Error("--generate must be in 1.." + std::to_string(kMaxExplainSteps) + ", got " +
+                  std::to_string(*a.generate));
+    if (a.compare) throw Error("--generate cannot be combined with --compare");
+    if (!a.silence.empty() || a.swap_qk)
+      throw Error("--generate cannot be combined with --silence or --swap-qk: the generation is the plain model's");
+  }
   const ModelDir dir = resolve_model_dir(a.model);
   const Tokenizer tok = Tokenizer::load_dir(dir.path);
   GptModel model = GptModel::load(dir.path);
@@ -527,6 +599,12 @@ void run_explain(const ExplainArgs& a) {
   o.target = a.target;
   o.contrast = a.contrast;
   o.model_name = dir.path.string();
+  o.generate = a.generate.value_or(0);
+  o.temperature = a.temperature;
+  o.top_k = a.top_k;
+  o.top_p = a.top_p;
+  o.seed = a.seed ? *a.seed : fresh_seed();  // drawn here, so the two passes below share it
+  o.stop_at_eos = !a.ignore_eos;
   if (a.json_out) {
     std::printf("%s\n", explain(model, tok, a.prompt, o).dump().c_str());
     return;
@@ -540,6 +618,7 @@ void run_explain(const ExplainArgs& a) {
     ExplainOptions s = o;
     s.matrices = false;
     s.compare.reset();
+    s.generate = 0;
     const json summary = explain(model, tok, a.prompt, s);
     o.layer = summary["heads"][0]["layer"].get<int>();
     o.head = summary["heads"][0]["head"].get<int>();
@@ -566,6 +645,7 @@ void run_explain(const ExplainArgs& a) {
     print_attribution(j["compare"], st);
     print_logit_lens(j["compare"], st);
   }
+  if (!j["generation"].is_null()) print_steps(j, st);
 }
 
 struct HeadsArgs {
@@ -634,6 +714,18 @@ void add_explain_command(CLI::App& app) {
   sub->add_option("--color", a->color, "colour heatmaps: auto (when stdout is a terminal), always, never")
       ->check(CLI::IsMember({"auto", "always", "never"}))
       ->capture_default_str();
+  sub->add_option("--generate", a->generate,
+                  "continue the prompt by up to N tokens (1.." + std::to_string(kMaxExplainSteps) +
+                      ") and show each new token's attention, prediction and attribution");
+  sub->add_option("--temperature", a->temperature, "with --generate: sampling temperature; 0 is greedy")
+      ->capture_default_str();
+  sub->add_option("--top-k", a->top_k, "with --generate: sample among the k most likely tokens; 0: all")
+      ->capture_default_str();
+  sub->add_option("--top-p", a->top_p,
+                  "with --generate: sample among the most likely tokens whose probability reaches p")
+      ->capture_default_str();
+  sub->add_option("--seed", a->seed, "with --generate: random seed (default: a fresh one, in the output)");
+  sub->add_flag("--ignore-eos", a->ignore_eos, "with --generate: keep going after <|endoftext|>");
   sub->add_option("--threads", a->threads, threads_help)->capture_default_str();
   sub->callback([a] { run_explain(*a); });
 }

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "jomoim/core/tensor.hpp"
+#include "jomoim/model/generate.hpp"
 #include "jomoim/model/sampling.hpp"
 
 namespace jomoim {
@@ -137,15 +138,18 @@ json tokens_json(const Pass& p, const Tokenizer& tok, int C) {
   return t;
 }
 
-// Views into the trace of one head: weights(i, j) etc. for query i, key j (T == Tk: no cache).
+// Views into the trace of one head: weights(i, j) etc. for query i (of the T new tokens), key j
+// (of the Tk visible ones; Tk = 0 means T: a pass without a cache).
 struct HeadView {
   const AttentionTrace& at;
   int h, T, D;
-  float w(int i, int j) const { return at.weights[(static_cast<std::size_t>(h) * T + i) * T + j]; }
-  float s(int i, int j) const { return at.scores[(static_cast<std::size_t>(h) * T + i) * T + j]; }
+  int Tk = 0;
+  std::size_t keys() const { return static_cast<std::size_t>(Tk > 0 ? Tk : T); }
+  float w(int i, int j) const { return at.weights[(static_cast<std::size_t>(h) * T + i) * keys() + j]; }
+  float s(int i, int j) const { return at.scores[(static_cast<std::size_t>(h) * T + i) * keys() + j]; }
   const float* q(int i) const { return at.q.data() + (static_cast<std::size_t>(h) * T + i) * D; }
-  const float* k(int j) const { return at.k.data() + (static_cast<std::size_t>(h) * T + j) * D; }
-  const float* v(int j) const { return at.v.data() + (static_cast<std::size_t>(h) * T + j) * D; }
+  const float* k(int j) const { return at.k.data() + (h * keys() + j) * D; }
+  const float* v(int j) const { return at.v.data() + (h * keys() + j) * D; }
   const float* o(int i) const { return at.out.data() + (static_cast<std::size_t>(h) * T + i) * D; }
 };
 
@@ -248,20 +252,21 @@ json head_json(const Pass& p, int layer, int h, int D, bool col) {
   return j;
 }
 
-// Mean over heads of the last token's weights, per layer: [n_layer][T].
+// Mean over heads of the last token's weights, per layer: [n_layer][Tk] (Tk = T without a cache;
+// index is the last token's position).
 json last_token_attention_json(const Pass& p, int H) {
-  const int T = p.trace.T;
+  const int T = p.trace.T, Tk = p.trace.Tk;
   json m = json::array();
   for (const AttentionTrace& at : p.trace.layers) {
     json row = json::array();
-    for (int k = 0; k < T; ++k) {
+    for (int k = 0; k < Tk; ++k) {
       double s = 0;
-      for (int h = 0; h < H; ++h) s += HeadView{at, h, T, 0}.w(T - 1, k);
+      for (int h = 0; h < H; ++h) s += HeadView{at, h, T, 0, Tk}.w(T - 1, k);
       row.push_back(f64(s / H));
     }
     m.push_back(std::move(row));
   }
-  return {{"index", T - 1}, {"mean_over_heads", m}};
+  return {{"index", Tk - 1}, {"mean_over_heads", m}};
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -328,7 +333,8 @@ json attribution_json(const Pass& p, const GptModel& model, const Tokenizer& tok
                       std::optional<std::int32_t> contrast) {
   const GptConfig& c = model.config();
   const GptParams& w = model.params();
-  const int C = c.n_embd, H = c.n_head, D = c.head_dim(), L = c.n_layer, T = p.trace.T;
+  // T new tokens (the last is attributed) over Tk keys (T without a cache, a decode step: T = 1).
+  const int C = c.n_embd, H = c.n_head, D = c.head_dim(), L = c.n_layer, T = p.trace.T, Tk = p.trace.Tk;
   const float* x = p.trace.residual.data() + static_cast<std::size_t>(L) * C;  // final residual, last row
   double sigma = 0;
   final_norm(model, x, &sigma);
@@ -366,10 +372,10 @@ json attribution_json(const Pass& p, const GptModel& model, const Tokenizer& tok
         for (int i = 0; i < C; ++i) s += row[i] * uc[i];
         g[d] = s;
       }
-      HeadView hv{at, h, T, D};
+      HeadView hv{at, h, T, D, Tk};
       json by = json::array();
       double total = 0;
-      for (int j = 0; j < T; ++j) {
+      for (int j = 0; j < Tk; ++j) {
         const float* v = hv.v(j);
         double s = 0;
         for (int d = 0; d < D; ++d) s += v[d] * g[d];
@@ -498,6 +504,79 @@ json head_roles_json(const std::vector<RoleScores>& scores, const Probe& probe, 
           {"heads", std::move(heads)}};
 }
 
+// ---------------------------------------------------------------------------------------------
+// Generation: the tokens of jomoim::generate, each explained from the pass that predicted it.
+
+// The last new token's weights over every key, [n_layer][n_head][Tk], float32 as computed.
+json step_attention_json(const Pass& p, int H) {
+  const int T = p.trace.T, Tk = p.trace.Tk;
+  json layers = json::array();
+  for (const AttentionTrace& at : p.trace.layers) {
+    json heads = json::array();
+    for (int h = 0; h < H; ++h) {
+      const HeadView hv{at, h, T, 0, Tk};
+      json row = json::array();
+      for (int j = 0; j < Tk; ++j) row.push_back(f32(hv.w(T - 1, j)));
+      heads.push_back(std::move(row));
+    }
+    layers.push_back(std::move(heads));
+  }
+  return layers;
+}
+
+// Fills "generation" and "steps" (docs/explain.md) for the prompt's ids.
+void generation_json(const GptModel& model, const Tokenizer& tok, const std::vector<std::int32_t>& prompt,
+                     const ExplainOptions& o, json& generation, json& steps) {
+  const GptConfig& c = model.config();
+  GenerateOptions go;
+  go.max_tokens = o.generate;
+  go.sampling.temperature = o.temperature;
+  go.sampling.top_k = o.top_k;
+  go.sampling.top_p = o.top_p;
+  go.sampling.seed = o.seed ? *o.seed : fresh_seed();
+  if (o.stop_at_eos) go.eos = tok.eos_id();
+  const GenerateResult r = generate(model, prompt, go);
+  // The replay: the same forward calls as the generation's (prefill, then one token at a time
+  // through a cache of the same size), traced; tracing leaves the logits bitwise unchanged.
+  const int T = static_cast<int>(prompt.size());
+  KvCache cache(c, std::min(T + o.generate, c.n_positions));
+  steps = json::array();
+  for (std::size_t k = 0; k < r.ids.size(); ++k) {
+    Pass p;
+    const std::vector<std::int32_t> in = k == 0 ? prompt : std::vector<std::int32_t>{r.ids[k - 1]};
+    const int row[1] = {static_cast<int>(in.size()) - 1};
+    ForwardOptions fo;
+    fo.trace = &p.trace;
+    fo.residual_rows = row;
+    p.logits = model.forward(in, cache, fo);
+    p.probs = softmax(p.logits);
+    const std::int32_t id = r.ids[k];
+    const bool known = static_cast<std::size_t>(id) < tok.vocab_size();
+    json st;
+    st["step"] = k;
+    st["position"] = T + static_cast<int>(k) - 1;
+    st["id"] = id;
+    st["text"] = token_text(tok, id);
+    st["token"] = known ? json(tok.token_string(id)) : json(nullptr);
+    st["probability"] = f64(p.probs[id]);
+    st["logit"] = f32(p.logits[id]);
+    st["prediction"] = prediction_json(p, tok, o.top);
+    st["attention"] = step_attention_json(p, c.n_head);
+    st["last_token_attention"] = last_token_attention_json(p, c.n_head);
+    st["attribution"] = attribution_json(p, model, tok, id, std::nullopt);
+    st["logit_lens"] = logit_lens_json(p, model, tok, o.top);
+    steps.push_back(std::move(st));
+  }
+  generation = {{"ids", r.ids},
+                {"text", text::to_valid_utf8(tok.decode(r.ids))},
+                {"stop", stop_name(r.stop)},
+                {"seed", go.sampling.seed},
+                {"temperature", f32(o.temperature)},
+                {"top_k", o.top_k},
+                {"top_p", f32(o.top_p)},
+                {"stop_at_eos", o.stop_at_eos}};
+}
+
 // A target or contrast text as its one token id.
 std::int32_t one_token(const Tokenizer& tok, const std::string& str, int vocab, const char* what) {
   if (str.empty()) throw Error(std::string(what) + " is empty: it must be exactly one token");
@@ -558,6 +637,10 @@ json explain_prompt(const GptModel& model, const Tokenizer& tok, const std::stri
   const std::int32_t t = target ? *target : top_ids(p.logits, 1)[0];
   j["attribution"] = attribution_json(p, model, tok, t, contrast);
   j["logit_lens"] = logit_lens_json(p, model, tok, o.top);
+  json generation = nullptr, steps = json::array();
+  if (o.generate > 0) generation_json(model, tok, ids, o, generation, steps);
+  j["generation"] = std::move(generation);
+  j["steps"] = std::move(steps);
   if (out_pass) *out_pass = std::move(p);
   return j;
 }
@@ -654,6 +737,19 @@ nlohmann::json explain(const GptModel& model, const Tokenizer& tokenizer, const 
     contrast = one_token(tokenizer, *options.contrast, c.vocab_size, "contrast");
     if (*contrast == *target) throw Error("contrast is the same token as the target");
   }
+  if (options.generate < 0 || options.generate > kMaxExplainSteps)
+    throw Error("generate must be in 0.." + std::to_string(kMaxExplainSteps) + " (new tokens to explain), got " +
+                std::to_string(options.generate));
+  if (options.generate > 0) {
+    if (options.compare) throw Error("generate cannot be combined with compare");
+    if (!options.silence.empty() || options.swap_qk)
+      throw Error("generate cannot be combined with silence or swap_qk: the generation is the plain model's");
+    SamplingOptions so;
+    so.temperature = options.temperature;
+    so.top_k = options.top_k;
+    so.top_p = options.top_p;
+    so.validate();
+  }
   std::vector<int> silenced = options.silence;
   std::sort(silenced.begin(), silenced.end());
   silenced.erase(std::unique(silenced.begin(), silenced.end()), silenced.end());
@@ -672,7 +768,8 @@ nlohmann::json explain(const GptModel& model, const Tokenizer& tokenizer, const 
                   {"top", options.top},
                   {"matrices", options.matrices},
                   {"target", options.target ? json(text::to_valid_utf8(*options.target)) : json(nullptr)},
-                  {"contrast", options.contrast ? json(text::to_valid_utf8(*options.contrast)) : json(nullptr)}};
+                  {"contrast", options.contrast ? json(text::to_valid_utf8(*options.contrast)) : json(nullptr)},
+                  {"generate", options.generate}};
   // The role probe is the model's alone: one pass for both prompts (with swap_qk, not silenced).
   const Probe probe = run_probe(model, tokenizer, options.swap_qk);
   Pass main_pass;
@@ -684,6 +781,8 @@ nlohmann::json explain(const GptModel& model, const Tokenizer& tokenizer, const 
     json cj = explain_prompt(model, tokenizer, *options.compare, options, silenced, "the compare prompt", &other,
                              target, contrast, probe);
     cj["shift"] = shift_json(main_pass, other, tokenizer, options.top, "p", "p_compare");
+    cj.erase("generation");  // generate is refused with compare
+    cj.erase("steps");
     j["compare"] = std::move(cj);
   } else {
     j["compare"] = nullptr;

@@ -573,6 +573,97 @@ class HeadRoles(unittest.TestCase):
             self.assertIn(k, head[0])
 
 
+def generate_cmd(*args):
+    e = dict(os.environ)
+    e.pop("JOMOIM_MODEL", None)
+    p = subprocess.run([EXE, "generate", *args, "--json"], capture_output=True, timeout=120, env=e)
+    if p.returncode != 0:
+        raise AssertionError(f"jomoim generate {' '.join(args)} failed: {p.stderr.decode(errors='replace')}")
+    return json.loads(p.stdout)
+
+
+class Generation(unittest.TestCase):
+    def test_steps_are_jomoim_generate_s_tokens(self):
+        d, cfg, w = load_variant("f32")
+        cases = [[], ["--temperature", "0.8", "--seed", "3"], ["--temperature", "1.5", "--top-k", "0", "--seed", "7"],
+                 ["--temperature", "0.9", "--top-p", "0.5", "--seed", "1", "--ignore-eos"]]
+        for extra in cases:
+            gen_extra = extra if extra else ["--temperature", "0"]
+            want = generate_cmd("--model", d, SEED, "-n", "8", *gen_extra)
+            j = explain_json("--model", d, SEED, "--generate", "8", "--top", "3", *extra)
+            self.assertEqual(j["generation"]["ids"], want["ids"], extra)
+            self.assertEqual([s["id"] for s in j["steps"]], want["ids"], extra)
+            self.assertEqual(j["generation"]["stop"], want["stop"], extra)
+            if "--seed" in extra:
+                self.assertEqual(j["generation"]["seed"], want["seed"])
+            self.assertEqual(j["options"]["generate"], 8)
+
+    def test_each_step_against_numpy(self):
+        for name in ["f32", "bf16_gelu_erf"]:
+            d, cfg, w = load_variant(name)
+            j = explain_json("--model", d, SEED2, "--generate", "5", "--temperature", "1", "--seed", "4",
+                             "--top", str(cfg["vocab_size"]))
+            prompt = [t["id"] for t in j["tokens"]]
+            T = len(prompt)
+            ids = j["generation"]["ids"]
+            tol = 2e-4 if name == "f32" else 1e-3
+            for k, st in enumerate(j["steps"]):
+                seq = prompt + ids[:k]
+                layers, probs = reference(cfg, w, seq)
+                self.assertEqual(st["position"], T + k - 1)
+                self.assertEqual(st["id"], ids[k])
+                self.assertLess(abs(st["probability"] - probs[ids[k]]), 1e-4)
+                got = np.zeros(cfg["vocab_size"])
+                for t in st["prediction"]["top"]:
+                    got[t["id"]] = t["probability"]
+                self.assertLess(np.max(np.abs(got - probs)), 1e-4, (name, k))
+                for l, L in enumerate(layers):
+                    self.assertTrue(close(np.array(st["attention"][l]), L["weights"][:, -1, :], tol), (name, k, l))
+                    self.assertTrue(close(st["last_token_attention"]["mean_over_heads"][l],
+                                          L["weights"][:, -1, :].mean(0), tol))
+                ref = reference_attribution(cfg, w, seq, ids[k])
+                a = st["attribution"]
+                scale = max(1.0, np.max(np.abs(ref["by_source"])), np.max(np.abs(ref["mlps"])))
+                for e in a["heads"]:
+                    self.assertLess(np.max(np.abs(np.array(e["by_source"]) - ref["by_source"][e["layer"], e["head"]])),
+                                    (2e-4 if name == "f32" else 2e-3) * scale, (name, k))
+                self.assertLess(abs(a["sum"] - st["logit"]), 1e-4 * scale)
+
+    def test_refusals_are_one_line(self):
+        d, _, _ = load_variant("f32")
+        cases = [
+            (["--generate", "0"], "--generate must be in 1..64, got 0"),
+            (["--generate", "65"], "--generate must be in 1..64, got 65"),
+            (["--generate", "100000000"], "--generate must be in 1..64"),
+            (["--generate", "2", "--compare", SEED2], "--generate cannot be combined with --compare"),
+            (["--generate", "2", "--silence", "0"], "--generate cannot be combined with --silence or --swap-qk"),
+            (["--generate", "2", "--swap-qk"], "--generate cannot be combined with --silence or --swap-qk"),
+            (["--generate", "2", "--temperature", "-1"], "temperature must be a finite number >= 0"),
+            (["--generate", "2", "--top-p", "0"], "top-p must be in (0, 1]"),
+        ]
+        for extra, part in cases:
+            for js in ([], ["--json"]):
+                p = run("--model", d, SEED, *extra, *js, ok=False)
+                err = p.stderr.decode()
+                self.assertNotEqual(p.returncode, 0, extra)
+                self.assertEqual(p.stdout, b"", extra)
+                self.assertEqual(err.count("\n"), 1, (extra, err))
+                self.assertIn(part, err)
+
+    def test_terminal_shows_every_step(self):
+        d, _, _ = load_variant("f32")
+        out = run("--model", d, SEED, "--generate", "4", "--temperature", "0.8", "--seed", "2").stdout.decode()
+        j = explain_json("--model", d, SEED, "--generate", "4", "--temperature", "0.8", "--seed", "2")
+        self.assertIn("== generation: 4 new tokens (stop: length) ==", out)
+        self.assertIn("seed 2", out)
+        for st in j["steps"]:
+            m = re.search(rf"step {st['step']}: after {st['position']} .* -> (.*) \(p ([0-9.]+), logit", out)
+            self.assertIsNotNone(m, out)
+            self.assertEqual(m.group(1), f'"{st["text"]}"')
+            self.assertEqual(m.group(2), f"{st['probability']:.4f}")
+        self.assertEqual(len(re.findall(r"^  sum of the parts", out, re.M)), 4)
+
+
 if __name__ == "__main__":
     if len(sys.argv) < 3:
         sys.exit("usage: test_explain_cli.py JOMOIM_EXE TINY_GPT2_DIR")

@@ -12,7 +12,8 @@
 //
 // Passes: one traced pass of the prompt; with `silence` or `swap_qk` a second, plain pass
 // (the "baseline"); with `compare` the same again for the second prompt; one traced pass of the
-// head roles' probe (below), shared by both prompts.
+// head roles' probe (below), shared by both prompts; with `generate`, jomoim::generate's own
+// passes, then the same passes replayed with the trace on (one decode step per new token).
 //
 // Memory and size: the result holds, per selected head, 4 T x head_dim and 4 T x T matrices
 // (T = prompt tokens); for GPT-2 small at T = 1024 with every head selected that is ~600
@@ -55,15 +56,30 @@ struct ExplainOptions {
   // logit(contrast). Each must encode to exactly one token.
   std::optional<std::string> target;
   std::optional<std::string> contrast;
+  // Generation ("generation" and "steps", docs/explain.md): continue the prompt by up to
+  // `generate` tokens with jomoim::generate (the loop of `jomoim generate`: the same sampling
+  // options and seed give the same tokens), then explain each new token from the pass that
+  // predicted it (the prompt's prefill, then one cached decode step per token, replayed with
+  // the trace on): its attention, prediction, attribution and logit lens. 0: no generation;
+  // at most kMaxExplainSteps; not with compare, silence or swap_qk.
+  int generate = 0;
+  float temperature = 0.0f;           // 0: greedy (this is explain's default, not generate's)
+  int top_k = 40;                     // as `jomoim generate`
+  float top_p = 0.95f;                // as `jomoim generate`
+  std::optional<std::uint64_t> seed;  // absent: a fresh one (fresh_seed()), reported in "generation"
+  bool stop_at_eos = true;            // stop at <|endoftext|> (not emitted), as `jomoim generate`
 };
+
+inline constexpr int kMaxExplainSteps = 64;  // ExplainOptions::generate at most
 
 // Throws Error (one line) for an empty prompt when the vocabulary has no <|endoftext|> to start
 // from, a prompt (or compare prompt) longer than the context, a tokenizer id outside the
 // model's vocabulary, a layer/head index out of range, a silence index outside either prompt,
 // top < 1, a target or contrast that is empty or not exactly one token, a contrast equal to the
-// target, a contrast without a target. An empty prompt is explained as the single token <|endoftext|>. Strings in the
-// result are valid UTF-8 (token texts escape control characters and invalid bytes as \n, \xNN;
-// the prompt's invalid bytes become U+FFFD), so nlohmann::json::dump() never throws on it.
+// target, a contrast without a target, generate < 0 or > kMaxExplainSteps, generate with compare,
+// silence or swap_qk, bad sampling options (SamplingOptions::validate). An empty prompt is explained as the single
+// token <|endoftext|>. Strings in the result are valid UTF-8 (token texts escape control characters and invalid bytes
+// as \n, \xNN; the prompt's invalid bytes become U+FFFD), so nlohmann::json::dump() never throws on it.
 nlohmann::json explain(const GptModel& model, const Tokenizer& tokenizer, const std::string& prompt,
                        const ExplainOptions& options = {});
 
