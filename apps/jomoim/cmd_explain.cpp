@@ -44,6 +44,7 @@ struct ExplainArgs {
   int top_k = 40;
   std::optional<std::uint64_t> seed;
   bool ignore_eos = false;
+  std::vector<std::string> sampling_given;  // the sampling options on the command line
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -575,6 +576,7 @@ void print_steps(const json& j, const Style& st) {
 
 void run_explain(const ExplainArgs& a) {
   if (a.top < 1) throw Error("--top must be at least 1, got " + std::to_string(a.top));
+  if (!a.generate && !a.sampling_given.empty()) throw Error(a.sampling_given[0] + " needs --generate N");
   if (a.generate) {
     if (*a.generate < 1 || *a.generate > kMaxExplainSteps)
       throw Error("--generate must be in 1.." + std::to_string(kMaxExplainSteps) + ", got " +
@@ -727,7 +729,12 @@ void add_explain_command(CLI::App& app) {
   sub->add_option("--seed", a->seed, "with --generate: random seed (default: a fresh one, in the output)");
   sub->add_flag("--ignore-eos", a->ignore_eos, "with --generate: keep going after <|endoftext|>");
   sub->add_option("--threads", a->threads, threads_help)->capture_default_str();
-  sub->callback([a] { run_explain(*a); });
+  sub->callback([a, sub] {
+    a->sampling_given.clear();
+    for (const char* name : {"--temperature", "--top-k", "--top-p", "--seed", "--ignore-eos"})
+      if (sub->count(name) > 0) a->sampling_given.push_back(name);
+    run_explain(*a);
+  });
 }
 
 }  // namespace jomoim::cli

@@ -640,6 +640,9 @@ class Generation(unittest.TestCase):
             (["--generate", "2", "--swap-qk"], "--generate cannot be combined with --silence or --swap-qk"),
             (["--generate", "2", "--temperature", "-1"], "temperature must be a finite number >= 0"),
             (["--generate", "2", "--top-p", "0"], "top-p must be in (0, 1]"),
+            (["--temperature", "0.8"], "--temperature needs --generate N"),
+            (["--seed", "3", "--top-k", "2"], "--top-k needs --generate N"),
+            (["--ignore-eos"], "--ignore-eos needs --generate N"),
         ]
         for extra, part in cases:
             for js in ([], ["--json"]):
