@@ -445,13 +445,15 @@ std::vector<RoleScores> prompt_role_scores(const Pass& p, int H) {
   return r;
 }
 
-// The probe's pass and its induction scores ([layer * H + head]; absent without a probe).
+// The probe and its scores ([layer * H + head]; empty without a probe). Its pass's trace is not
+// kept: `own` holds the probe's previous-token, first-token and self scores (for head_roles()
+// without a prompt).
 struct Probe {
   std::vector<std::int32_t> ids;
   int R = 0;
   bool bos = false;
-  Pass pass;
   std::vector<double> induction;
+  std::vector<RoleScores> own;
 };
 
 Probe run_probe(const GptModel& model, const Tokenizer& tok, bool swap_qk) {
@@ -462,11 +464,12 @@ Probe run_probe(const GptModel& model, const Tokenizer& tok, bool swap_qk) {
   pr.ids = role_probe_ids(c, eos, &pr.R);
   if (pr.ids.empty()) return pr;
   pr.bos = static_cast<int>(pr.ids.size()) == 2 * pr.R + 1;
-  pr.pass = run_pass(model, pr.ids, {}, swap_qk);
-  const int H = c.n_head, T = pr.pass.trace.T, b = pr.bos ? 1 : 0;
+  const Pass pass = run_pass(model, pr.ids, {}, swap_qk);
+  pr.own = prompt_role_scores(pass, c.n_head);
+  const int H = c.n_head, T = pass.trace.T, b = pr.bos ? 1 : 0;
   for (int l = 0; l < c.n_layer; ++l)
     for (int h = 0; h < H; ++h) {
-      HeadView hv{pr.pass.trace.layers[l], h, T, 0};
+      HeadView hv{pass.trace.layers[l], h, T, 0};
       double s = 0;
       for (int r = 0; r < pr.R; ++r) s += hv.w(b + pr.R + r, b + r + 1);
       pr.induction.push_back(s / pr.R);
@@ -710,9 +713,8 @@ nlohmann::json head_roles(const GptModel& model, const Tokenizer& tokenizer, con
     j["head_roles"] = head_roles_json(prompt_role_scores(p, c.n_head), probe, c.n_layer, c.n_head, "prompt");
   } else {
     // The probe is the prompt; without a probe (a tiny context) only null scores remain.
-    const std::vector<RoleScores> scores = probe.ids.empty()
-                                               ? std::vector<RoleScores>(static_cast<std::size_t>(c.n_layer) * c.n_head)
-                                               : prompt_role_scores(probe.pass, c.n_head);
+    const std::vector<RoleScores> scores =
+        probe.ids.empty() ? std::vector<RoleScores>(static_cast<std::size_t>(c.n_layer) * c.n_head) : probe.own;
     j["head_roles"] = head_roles_json(scores, probe, c.n_layer, c.n_head, "probe");
   }
   return j;
