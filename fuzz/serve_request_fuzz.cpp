@@ -6,6 +6,7 @@
 // type (nlohmann's type_error from reading a field as the wrong type, std::bad_alloc) or an
 // accepted value outside its range is a bug. The first input byte picks the model shape and
 // which parser runs, so small models' limits (top capped by a 10-token vocabulary) are hit too.
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -50,6 +51,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     std::set<int> seen;
     for (const int t : o.silence)
       if (t < 0 || t >= s.n_positions || !seen.insert(t).second) __builtin_trap();
+    if (o.generate < 0 || o.generate > limits.max_generate || o.generate > jomoim::kMaxExplainSteps) __builtin_trap();
+    if (o.top_k < 0 || !std::isfinite(o.temperature) || !std::isfinite(o.top_p)) __builtin_trap();
     if (!o.model_name.empty()) __builtin_trap();
   } catch (const jomoim::serve::RequestError& e) {
     check_message(e);

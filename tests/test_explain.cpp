@@ -18,6 +18,7 @@
 
 #include "jomoim/engine/attention.hpp"
 #include "jomoim/explain/explain.hpp"
+#include "jomoim/model/generate.hpp"
 #include "jomoim/model/model.hpp"
 #include "jomoim/model/sampling.hpp"
 #include "jomoim/text/tokenizer.hpp"
@@ -513,7 +514,30 @@ TEST(Explain, OddPromptsGiveValidJson) {
 }
 
 // The schema, field by field: presence, type, shape. Documented in docs/explain.md.
+void check_head_roles(const json& r, const GptConfig& c) {
+  ASSERT_TRUE(r.is_object());
+  ASSERT_TRUE(r["measured_on"].is_string());
+  ASSERT_TRUE(r["probe"].is_object());
+  for (const char* k : {"seed", "length"}) ASSERT_TRUE(r["probe"][k].is_number_integer()) << k;
+  ASSERT_TRUE(r["probe"]["bos"].is_boolean());
+  ASSERT_TRUE(r["probe"]["ids"].is_array());
+  for (const char* k : {"induction", "previous_token", "first_token", "self"})
+    ASSERT_TRUE(r["thresholds"][k].is_number()) << k;
+  ASSERT_EQ(r["heads"].size(), static_cast<std::size_t>(c.n_layer * c.n_head));
+  for (std::size_t i = 0; i < r["heads"].size(); ++i) {
+    const json& e = r["heads"][i];
+    EXPECT_EQ(e["layer"], static_cast<int>(i) / c.n_head);
+    EXPECT_EQ(e["head"], static_cast<int>(i) % c.n_head);
+    for (const char* k : {"previous_token", "first_token", "self", "induction"})
+      ASSERT_TRUE(e[k].is_number() || e[k].is_null()) << k;
+    ASSERT_TRUE(e["label"].is_string() || e["label"].is_null());
+    ASSERT_TRUE(e["labels"].is_array());
+    EXPECT_EQ(e["label"].is_null(), e["labels"].empty());
+  }
+}
+
 void check_prompt_object(const json& j, const GptConfig& c, bool intervened, bool col, int top) {
+  check_head_roles(j["head_roles"], c);
   ASSERT_TRUE(j["prompt"].is_string());
   ASSERT_TRUE(j["tokens"].is_array());
   const std::size_t T = j["tokens"].size();
@@ -663,6 +687,11 @@ TEST(ExplainSchema, EveryFieldWithItsTypeAndShape) {
         ASSERT_TRUE(s["text"].is_string());
         for (const char* k : {"p", "p_compare", "delta"}) ASSERT_TRUE(s[k].is_number()) << k;
       }
+      EXPECT_TRUE(j["generation"].is_null());
+      EXPECT_TRUE(j["steps"].is_array());
+      EXPECT_EQ(opt["generate"], 0);
+      EXPECT_FALSE(j["compare"].contains("generation"));
+      EXPECT_FALSE(j["compare"].contains("steps"));
       EXPECT_FALSE(j["compare"].contains("compare"));
       EXPECT_FALSE(j["compare"].contains("schema"));
     }
@@ -901,6 +930,243 @@ TEST(ExplainAttribution, RefusesTargetsThatAreNotOneToken) {
   o.target.reset();
   o.contrast = " a";
   EXPECT_EQ(message(o), "contrast needs a target");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Head roles.
+
+TEST(ExplainRoles, LabelsAtTheirThresholds) {
+  using Th = HeadRoleThresholds;
+  auto below = [](double t) { return std::nextafter(t, 0.0); };
+  EXPECT_EQ(head_role_labels(std::nullopt, std::nullopt, std::nullopt, std::nullopt), std::vector<std::string>{});
+  EXPECT_EQ(head_role_labels(0, 0, 0, Th::induction), std::vector<std::string>{"induction"});
+  EXPECT_EQ(head_role_labels(0, 0, 0, below(Th::induction)), std::vector<std::string>{});
+  EXPECT_EQ(head_role_labels(Th::previous_token, 0, 0, 0), std::vector<std::string>{"previous_token"});
+  EXPECT_EQ(head_role_labels(below(Th::previous_token), 0, 0, 0), std::vector<std::string>{});
+  EXPECT_EQ(head_role_labels(0, 0, Th::self, 0), std::vector<std::string>{"self"});
+  EXPECT_EQ(head_role_labels(0, 0, below(Th::self), 0), std::vector<std::string>{});
+  EXPECT_EQ(head_role_labels(0, Th::first_token, 0, 0), std::vector<std::string>{"first_token"});
+  EXPECT_EQ(head_role_labels(0, below(Th::first_token), 0, 0), std::vector<std::string>{});
+  // Every role at once, the most specific first; absent scores pass nothing.
+  EXPECT_EQ(head_role_labels(1, 1, 1, 1),
+            (std::vector<std::string>{"induction", "previous_token", "self", "first_token"}));
+  EXPECT_EQ(head_role_labels(std::nullopt, 0.9, std::nullopt, 0.5),
+            (std::vector<std::string>{"induction", "first_token"}));
+  EXPECT_EQ(Th::induction, 0.4);
+  EXPECT_EQ(Th::previous_token, 0.6);
+}
+
+TEST(ExplainRoles, ProbeIsTwoCopiesOfDistinctTokensAfterBos) {
+  const GptConfig c = small_config(1, 2, 8, 40, 300);
+  for (const std::optional<std::int32_t> bos : {std::optional<std::int32_t>(299), std::optional<std::int32_t>()}) {
+    int R = -1;
+    const std::vector<std::int32_t> ids = role_probe_ids(c, bos, &R);
+    const int b = bos ? 1 : 0;
+    EXPECT_EQ(R, (40 - b) / 2);
+    ASSERT_EQ(ids.size(), static_cast<std::size_t>(2 * R + b));
+    if (bos) {
+      EXPECT_EQ(ids[0], *bos);
+    }
+    const std::set<std::int32_t> half(ids.begin() + b, ids.begin() + b + R);
+    EXPECT_EQ(half.size(), static_cast<std::size_t>(R)) << "distinct";
+    if (bos) {
+      EXPECT_FALSE(half.count(*bos));
+    }
+    for (int r = 0; r < R; ++r) EXPECT_EQ(ids[b + r], ids[b + R + r]);
+    for (auto id : ids) EXPECT_TRUE(id >= 0 && id < 300);
+    EXPECT_EQ(ids, role_probe_ids(c, bos)) << "fixed seed";
+  }
+  // R = 50 at most; too short a context or vocabulary: no probe.
+  int R = 0;
+  EXPECT_EQ(role_probe_ids(small_config(1, 2, 8, 1024, 300), 299, &R).size(), 101u);
+  EXPECT_EQ(R, 50);
+  EXPECT_TRUE(role_probe_ids(small_config(1, 2, 8, 4, 300), 299, &R).empty());
+  EXPECT_EQ(R, 0);
+  EXPECT_EQ(role_probe_ids(small_config(1, 2, 8, 40, 3), 2, &R).size(), 5u);
+  EXPECT_EQ(R, 2);
+}
+
+TEST(ExplainRoles, ScoresAreMeansOfTheTracedWeights) {
+  Fixture f;
+  const int L = f.cfg.n_layer, H = f.cfg.n_head;
+  const json j = explain(f.model, f.tok, kSeedCompare, {});
+  const json& roles = j["head_roles"];
+  check_head_roles(roles, f.cfg);
+  auto weights = [&](const std::vector<std::int32_t>& ids) {
+    ForwardTrace tr;
+    KvCache kc(f.cfg, static_cast<int>(ids.size()));
+    ForwardOptions o;
+    o.trace = &tr;
+    f.model.forward(ids, kc, o);
+    return tr;
+  };
+  std::vector<std::int32_t> ids;
+  for (const auto& t : j["tokens"]) ids.push_back(t["id"].get<std::int32_t>());
+  const ForwardTrace tp = weights(ids);
+  const std::vector<std::int32_t> probe = role_probe_ids(f.cfg, f.tok.eos_id());
+  EXPECT_EQ(roles["probe"]["ids"].get<std::vector<std::int32_t>>(), probe);
+  const int R = roles["probe"]["length"].get<int>();
+  const ForwardTrace tq = weights(probe);
+  const int T = tp.T, P = tq.T;
+  for (int l = 0; l < L; ++l)
+    for (int h = 0; h < H; ++h) {
+      auto w = [&](const ForwardTrace& t, int i, int k) {
+        return static_cast<double>(t.layers[l].weights[(static_cast<std::size_t>(h) * t.T + i) * t.T + k]);
+      };
+      double prev = 0, first = 0, self = 0, ind = 0;
+      for (int i = 1; i < T; ++i) prev += w(tp, i, i - 1), first += w(tp, i, 0), self += w(tp, i, i);
+      for (int r = 0; r < R; ++r) ind += w(tq, 1 + R + r, 2 + r);
+      const json& e = roles["heads"][l * H + h];
+      EXPECT_NEAR(e["previous_token"].get<double>(), prev / (T - 1), 1e-12);
+      EXPECT_NEAR(e["first_token"].get<double>(), first / (T - 1), 1e-12);
+      EXPECT_NEAR(e["self"].get<double>(), self / (T - 1), 1e-12);
+      EXPECT_NEAR(e["induction"].get<double>(), ind / R, 1e-12);
+      EXPECT_EQ(P, 2 * R + 1);
+    }
+  // head_roles() with the same prompt is the same object; without one it measures the probe.
+  const json hr = head_roles(f.model, f.tok, std::string(kSeedCompare));
+  EXPECT_EQ(hr["schema"], "jomoim.heads/1");
+  EXPECT_EQ(hr["head_roles"], roles);
+  const json hp = head_roles(f.model, f.tok, std::nullopt);
+  EXPECT_EQ(hp["head_roles"]["measured_on"], "probe");
+  EXPECT_TRUE(hp["prompt"].is_null());
+  for (int i = 0; i < L * H; ++i) EXPECT_EQ(hp["head_roles"]["heads"][i]["induction"], roles["heads"][i]["induction"]);
+  EXPECT_THROW(head_roles(f.model, f.tok, std::string(200, 'x')), Error);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Generation: steps.
+
+TEST(ExplainGeneration, StepsAreGeneratesTokensEachWithThePassThatPredictedIt) {
+  Fixture f;
+  const int L = f.cfg.n_layer, H = f.cfg.n_head;
+  for (const float temperature : {0.0f, 0.9f}) {
+    ExplainOptions o;
+    o.generate = 6;
+    o.temperature = temperature;
+    o.seed = 5;
+    o.stop_at_eos = false;
+    o.top = 3;
+    const json j = explain(f.model, f.tok, kSeed, o);
+    std::vector<std::int32_t> ids = f.tok.encode(kSeed);
+    const int T = static_cast<int>(ids.size());
+    GenerateOptions go;
+    go.max_tokens = 6;
+    go.sampling.temperature = temperature;
+    go.sampling.top_k = 40;
+    go.sampling.top_p = 0.95f;
+    go.sampling.seed = 5;
+    const GenerateResult r = generate(f.model, ids, go);
+    ASSERT_EQ(r.ids.size(), 6u);
+    EXPECT_EQ(j["generation"]["ids"].get<std::vector<std::int32_t>>(), r.ids);
+    EXPECT_EQ(j["generation"]["stop"], "length");
+    EXPECT_EQ(j["generation"]["seed"], 5);
+    EXPECT_EQ(j["options"]["generate"], 6);
+    ASSERT_EQ(j["steps"].size(), 6u);
+    // The plain (untraced) passes the generation made: prefill, then one token at a time.
+    KvCache cache(f.cfg, T + 6);
+    std::vector<float> logits = f.model.forward(ids, cache);
+    for (int k = 0; k < 6; ++k) {
+      const json& st = j["steps"][k];
+      const std::int32_t id = r.ids[k];
+      EXPECT_EQ(st["step"], k);
+      EXPECT_EQ(st["position"], T + k - 1);
+      EXPECT_EQ(st["id"], id);
+      EXPECT_EQ(st["logit"].get<float>(), logits[id]) << "the replay's logits are the generation's, bit for bit";
+      EXPECT_NEAR(st["probability"].get<double>(), softmax(logits)[id], 1e-15);
+      if (temperature == 0) {
+        EXPECT_EQ(st["prediction"]["top"][0]["id"], id) << "greedy takes the top token";
+      }
+      ASSERT_EQ(st["attention"].size(), static_cast<std::size_t>(L));
+      for (int l = 0; l < L; ++l) {
+        ASSERT_EQ(st["attention"][l].size(), static_cast<std::size_t>(H));
+        std::vector<double> mean(T + k, 0.0);
+        for (int h = 0; h < H; ++h) {
+          const json& row = st["attention"][l][h];
+          ASSERT_EQ(row.size(), static_cast<std::size_t>(T + k));
+          double sum = 0;
+          for (int i = 0; i < T + k; ++i) sum += row[i].get<float>(), mean[i] += row[i].get<float>() / H;
+          EXPECT_NEAR(sum, 1.0, 1e-5);
+        }
+        for (int i = 0; i < T + k; ++i)
+          EXPECT_NEAR(st["last_token_attention"]["mean_over_heads"][l][i].get<double>(), mean[i], 1e-12);
+      }
+      EXPECT_EQ(st["last_token_attention"]["index"], T + k - 1);
+      const json& a = st["attribution"];
+      EXPECT_EQ(a["target"]["id"], id);
+      EXPECT_EQ(a["heads"][0]["by_source"].size(), static_cast<std::size_t>(T + k));
+      EXPECT_NEAR(a["sum"].get<double>(), logits[id], 1e-3 * std::max(1.0, std::abs(static_cast<double>(logits[id]))));
+      EXPECT_EQ(st["logit_lens"].size(), static_cast<std::size_t>(L + 1));
+      EXPECT_EQ(st["logit_lens"][L]["top"][0]["id"], st["prediction"]["top"][0]["id"]);
+      const std::int32_t next[1] = {id};
+      if (k + 1 < 6) logits = f.model.forward(next, cache);
+    }
+    // Step 0 is the prompt's own pass (greedy: attributing the same, predicted, token).
+    EXPECT_EQ(j["steps"][0]["prediction"], j["prediction"]);
+    if (temperature == 0) {
+      EXPECT_EQ(j["steps"][0]["attribution"]["heads"], j["attribution"]["heads"]);
+    }
+  }
+  // Without generate: no generation, no steps.
+  const json plain = explain(f.model, f.tok, kSeed, {});
+  EXPECT_TRUE(plain["generation"].is_null());
+  EXPECT_TRUE(plain["steps"].is_array() && plain["steps"].empty());
+  EXPECT_EQ(plain["options"]["generate"], 0);
+}
+
+TEST(ExplainGeneration, StopsAtEndOfTextAndAtTheContextAsGenerateDoes) {
+  Fixture f(2, 4, 32, 8);  // a context of 8 tokens
+  ExplainOptions o;
+  o.generate = 20;
+  o.temperature = 1.0f;
+  o.top_k = 0;
+  o.top_p = 1.0f;
+  o.seed = 11;
+  const std::vector<std::int32_t> ids = f.tok.encode(kSeed);
+  GenerateOptions go;
+  go.max_tokens = 20;
+  go.sampling = {1.0f, 0, 1.0f, 11};
+  go.eos = f.tok.eos_id();
+  const GenerateResult r = generate(f.model, ids, go);
+  const json j = explain(f.model, f.tok, kSeed, o);
+  EXPECT_EQ(j["generation"]["ids"].get<std::vector<std::int32_t>>(), r.ids);
+  EXPECT_EQ(j["generation"]["stop"], stop_name(r.stop));
+  EXPECT_EQ(j["steps"].size(), r.ids.size());
+  EXPECT_LE(ids.size() + r.ids.size(), 8u);
+}
+
+TEST(ExplainGeneration, RefusesWithOneLine) {
+  Fixture f;
+  auto refuses = [&](ExplainOptions o, const std::string& part) {
+    try {
+      explain(f.model, f.tok, kSeed, o);
+      ADD_FAILURE() << "accepted: " << part;
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find(part), std::string::npos) << m;
+      EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+    }
+  };
+  ExplainOptions o;
+  o.generate = -1;
+  refuses(o, "generate must be in 0..64");
+  o.generate = kMaxExplainSteps + 1;
+  refuses(o, "generate must be in 0..64");
+  o.generate = 2;
+  o.compare = kSeedCompare;
+  refuses(o, "generate cannot be combined with compare");
+  o.compare.reset();
+  o.silence = {0};
+  refuses(o, "generate cannot be combined with silence or swap_qk");
+  o.silence.clear();
+  o.swap_qk = true;
+  refuses(o, "generate cannot be combined with silence or swap_qk");
+  o.swap_qk = false;
+  o.temperature = -1;
+  refuses(o, "temperature must be");
+  o.temperature = 0;
+  o.top_p = 0;
+  refuses(o, "top-p must be");
 }
 
 TEST(Explain, Float32ValuesPrintShortAndReadBackExactly) {

@@ -34,6 +34,7 @@ const state = {
   tokensCount: 0,    // tokens of the last answer (a new length resets the query to the last)
   hover: null,       // the heatmap cell last hovered: {q, k}
   sm: { preset: 'lot', rows: [], tau: '1', model: null, info: null },  // the softmax panel
+  step: 0,           // the generation step shown (steps view)
 };
 
 // The text for key in the page's language (web/i18n.js).
@@ -103,6 +104,18 @@ function request(extra = {}) {
     ...extra,
   };
   if ($('#compare-on').checked) body.compare = $('#compare').value;
+  // Generation (the steps view) runs on the plain model only: not with compare, silence or swap.
+  const n = Number($('#generate').value) || 0;
+  const plainPass = !body.compare && !body.silence.length && !body.swap_qk;
+  $('#steps-off').hidden = !(n > 0 && !plainPass);
+  if (n > 0 && plainPass) {
+    body.generate = Math.trunc(n);
+    // Not a number: sent as the text, so that the server's one-line refusal names it.
+    const t = parseNumber($('#temperature').value.trim() || '0');
+    body.temperature = Number.isFinite(t) ? t : $('#temperature').value;
+    const seed = $('#gen-seed').value.trim();  // empty: the server draws one (shown with the steps)
+    if (seed !== '') body.seed = /^\d+$/.test(seed) && Number.isSafeInteger(Number(seed)) ? Number(seed) : seed;
+  }
   return body;
 }
 
@@ -135,6 +148,7 @@ async function run() {
     if (layer >= m.n_layer || head >= m.n_head) state.selected = { layer: 0, head: 0 };
     if (!full) await loadDetail();
     if (state.query === null || state.tokensCount !== data.tokens.length) state.query = data.tokens.length - 1;
+    state.step = 0;
     state.tokensCount = data.tokens.length;
     state.hover = null;
     render();
@@ -175,6 +189,59 @@ function render() {
   renderHead();
   renderSoftmax();
   renderCompare();
+  renderSteps();
+}
+
+// The steps of "generate": step k is the pass at position T + k - 1 that chose steps[k].
+function renderSteps() {
+  const d = state.data;
+  const steps = d.steps || [];
+  $('#steps-view').hidden = !steps.length;
+  if (!steps.length) return;
+  const k = Math.min(state.step, steps.length - 1);
+  const st = steps[k];
+  const g = d.generation;
+  const slider = $('#step');
+  slider.max = String(steps.length - 1);
+  slider.value = String(k);
+  const how = g.temperature === 0 ? T('steps.greedy') : T('steps.sampled', fmt(g.temperature), String(g.seed));
+  $('#steps-meta').textContent = T('steps.meta', steps.length, g.stop, how);
+  const T0 = d.tokens.length;
+  const text = (pos) => (pos < T0 ? d.tokens[pos].text : steps[pos - T0].text);
+  $('#step-label').textContent = T('steps.label', k, steps.length, `${st.position} ${quote(text(st.position))}`, quote(st.text),
+    pct(st.probability));
+  $('#step-label').dataset.step = String(k);
+  $('#step-label').dataset.id = String(st.id);
+  const { layer, head } = state.selected;
+  $('#step-att-title').textContent = T('steps.att', layer, head);
+  // The context so far, each token coloured by the selected head's weight from the last one.
+  const att = st.attention[layer][head];
+  const box = $('#step-tokens');
+  box.replaceChildren();
+  att.forEach((w, j) => {
+    const bg = weightColour(w);
+    box.append(el('span', { class: 'token static' + (j === st.position ? ' query' : ''), 'data-index': j, 'data-value': String(w),
+      title: T('steps.tokTitle', fmt(w)), style: `background:${bg};color:${textColour(bg)}` },
+    el('span', { class: 'tok-text', text: text(j).replace(/ /g, '␣') })));
+  });
+  box.append(el('span', { class: 'token static new', 'data-id': st.id },
+    el('span', { class: 'tok-text', text: `→ ${st.text.replace(/ /g, '␣')}` })));
+  renderBars($('#step-prediction'), st.prediction.top, null, 'step');
+  for (const row of document.querySelectorAll('#step-prediction .bar-row'))
+    if (Number(row.dataset.id) === st.id) row.classList.add('chosen');
+  // Who argued for it: the attribution's per-source sums over heads, the largest |part| first.
+  const by = att.map((_, j) => st.attribution.heads.reduce((a, h) => a + h.by_source[j], 0));
+  const order = by.map((_, j) => j).sort((a, b) => Math.abs(by[b]) - Math.abs(by[a])).slice(0, 8);
+  const maxAbs = Math.max(...order.map((j) => Math.abs(by[j])), 1e-12);
+  const argued = $('#step-argued');
+  argued.replaceChildren();
+  for (const j of order) {
+    argued.append(el('div', { class: 'bar-row', 'data-index': j, 'data-value': String(by[j]) },
+      el('span', { class: 'bar-label', text: `${j} ${quote(text(j))}` }),
+      el('span', { class: 'bar-track' }, el('span', { class: 'bar' + (by[j] < 0 ? ' against' : ''),
+        style: `width:${(100 * Math.abs(by[j]) / maxAbs).toFixed(2)}%` })),
+      el('span', { class: 'bar-value', text: (by[j] >= 0 ? '+' : '') + fmt(by[j]) })));
+  }
 }
 
 function renderTokens(box, d, clickable) {
@@ -220,6 +287,7 @@ function renderGrid() {
   const grid = $('#grid');
   grid.replaceChildren();
   const focus = new Map(d.heads.map((h) => [`${h.layer}/${h.head}`, h]));
+  const roles = new Map(((d.head_roles && d.head_roles.heads) || []).map((r) => [`${r.layer}/${r.head}`, r]));
   const table = el('div', { class: 'grid', style: `grid-template-columns: 4em repeat(${m.n_head}, 1fr)` });
   table.append(el('span'));
   for (let h = 0; h < m.n_head; ++h) table.append(el('span', { class: 'grid-head', text: T('grid.head', h) }));
@@ -240,11 +308,25 @@ function renderGrid() {
           renderHead();
           renderSoftmax();
           renderCompare();
+          renderSteps();
         },
       });
       const hd = headData(d, l, h);
       if (hd) tile.append(thumbnail(notation() === '3b1b' ? transpose(hd.weights) : hd.weights));
       tile.append(el('span', { class: 'tile-label', text: T('grid.focus', fmt(f)) }));
+      // The head's role scores (head_roles): every score as data-*, the label and its score shown.
+      const r = roles.get(`${l}/${h}`);
+      if (r) {
+        for (const k of ['previous_token', 'first_token', 'self', 'induction']) tile.dataset[k] = String(r[k]);
+        tile.dataset.role = r.label || '';
+        const sc = (x) => (x === null ? '–' : fmt(x));  // null: a one-token prompt, or no probe
+        tile.title += T('grid.roleScores', sc(r.previous_token), sc(r.first_token), sc(r.self), sc(r.induction));
+        if (r.label) {
+          tile.append(el('span', { class: `tile-role role-${r.label}`, 'data-role': r.label },
+            el('span', { class: 'role-name', text: T(`grid.role.${r.label}`) }), ' ',
+            el('span', { class: 'role-score', 'data-value': String(r[r.label]), text: fmt(r[r.label]) })));
+        }
+      }
       table.append(tile);
     }
   }
@@ -631,6 +713,11 @@ async function init() {
     setLanguage(document.querySelector('input[name=lang]:checked').value, true);
   });
   initSoftmax();
+  $('#step').addEventListener('input', () => {
+    state.step = Number($('#step').value);
+    renderSteps();
+  });
+  for (const id of ['#generate', '#temperature', '#gen-seed']) $(id).addEventListener('change', run);
   for (const r of document.querySelectorAll('input[name=matrix]')) r.addEventListener('change', () => {
     state.matrix = document.querySelector('input[name=matrix]:checked').value;
     renderHead();

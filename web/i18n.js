@@ -24,6 +24,10 @@ export const TEXTS = {
     'controls.swap': 'swap Q and K',
     'controls.seed': 'The seed\'s example',
     'controls.run': 'Explain',
+    'controls.generation': 'Generate',
+    'controls.generate': 'new tokens',
+    'controls.temperature': 'temperature (0: greedy)',
+    'controls.genSeed': 'seed',
 
     'tokens.title': 'The members',
     'tokens.text': 'The prompt is cut into tokens: the members of the meeting. Each brings its word (token ' +
@@ -50,6 +54,17 @@ export const TEXTS = {
     'grid.tile': (l, h, f) => `layer ${l}, head ${h}: focus ${f}`,
     'grid.tileLast': (j) => `, the last token listens most to #${j}`,
     'grid.list': (l, h, f, e) => `L${l} H${h}: focus ${f}, entropy ${e} nats`,
+    'grid.roles': 'A <strong>role</strong> under a tile names what the head does, measured on its own: ' +
+      '<em>prev</em>ious-token (the mean weight a token gives to the one just before it, ≥ 0.6), <em>sink</em> ' +
+      '(to the first token, ≥ 0.6), <em>self</em> (to itself, ≥ 0.6), all on this prompt (tokens after the first); ' +
+      'and <em>induction</em> (≥ 0.4): on a fixed probe of random tokens repeated twice, how much a token of the ' +
+      'second copy listens to the token that followed its own earlier occurrence, the head that continues a ' +
+      'pattern it has seen.',
+    'grid.role.induction': 'induction',
+    'grid.role.previous_token': 'prev',
+    'grid.role.self': 'self',
+    'grid.role.first_token': 'sink',
+    'grid.roleScores': (p, s, x, i) => `; prev ${p}, sink ${s}, self ${x}, induction ${i}`,
 
     'head.title': (l, h) => `Layer ${l}, head ${h}: the minutes`,
     'head.notation.paper': 'Paper notation ("Attention Is All You Need"): tokens are row vectors (1 × d). ' +
@@ -119,6 +134,22 @@ export const TEXTS = {
     'softmax.bad': 'Every score and τ must be a number, τ > 0.',
     'softmax.empty': 'Add a score.',
 
+    'steps.title': 'Generation, step by step',
+    'steps.text': 'The meeting does not end with one decision: the chosen token joins the table and the next ' +
+      'meeting begins. Each step below is the pass that chose one new token (the loop of <code>jomoim ' +
+      'generate</code>: the same temperature and seed give the same tokens): whom the last token so far ' +
+      'listened to in the selected head, the distribution the token was chosen from, and who argued for it.',
+    'steps.slider': 'step',
+    'steps.label': (k, n, from, to, p) => `${k + 1} of ${n}: after ${from} → ${to} (p ${p})`,
+    'steps.att': (l, h) => `the last token's attention in layer ${l}, head ${h} (click a tile above for another head):`,
+    'steps.pred': 'The prediction it was chosen from',
+    'steps.argued': 'Who argued for it (attention, by source token, summed over heads)',
+    'steps.meta': (n, stop, how) => `${n} new tokens, ${how}; stopped: ${stop}.`,
+    'steps.greedy': 'greedy (the most likely token each time)',
+    'steps.sampled': (t, s) => `sampled at temperature ${t}, seed ${s}`,
+    'steps.off': 'Generation is off while comparing, silencing or swapping Q and K: the steps are the plain model\'s.',
+    'steps.tokTitle': (w) => `weight ${w}`,
+
     'compare.title': 'Two meetings side by side',
     'compare.text': 'The same last words, with and without something said before them. With a question in front ' +
       '("Cash or credit card?"), the earlier members have their own say about what follows "a lot"; ' +
@@ -151,6 +182,10 @@ export const TEXTS = {
     'controls.swap': 'Q와 K 바꾸기',
     'controls.seed': '원글의 예시',
     'controls.run': '설명하기',
+    'controls.generation': '이어 쓰기',
+    'controls.generate': '새 토큰 수',
+    'controls.temperature': '온도 (0: 탐욕)',
+    'controls.genSeed': '시드',
 
     'tokens.title': '조원들',
     'tokens.text': '프롬프트는 토큰으로 나뉩니다. 토큰 하나하나가 조모임의 조원입니다. 조원은 저마다 자기 단어(토큰 ' +
@@ -177,6 +212,16 @@ export const TEXTS = {
     'grid.tile': (l, h, f) => `레이어 ${l}, 헤드 ${h}: 집중도 ${f}`,
     'grid.tileLast': (j) => `, 마지막 토큰은 #${j}의 말을 가장 많이 듣습니다`,
     'grid.list': (l, h, f, e) => `L${l} H${h}: 집중도 ${f}, 엔트로피 ${e} nats`,
+    'grid.roles': '타일 아래의 <strong>역할</strong>은 헤드 하나하나를 따로 재어 본 결과입니다. ' +
+      '<em>직전</em>(토큰이 바로 앞 토큰에게 주는 평균 가중치, 0.6 이상), <em>첫 토큰</em>(맨 앞 토큰에게, 0.6 이상), ' +
+      '<em>자기</em>(자기 자신에게, 0.6 이상)는 이 프롬프트에서(첫 토큰 다음부터) 잽니다. ' +
+      '<em>유도</em>(induction, 0.4 이상)는 무작위 토큰을 두 번 반복한 고정된 시험 문장에서, 두 번째 반복의 토큰이 ' +
+      '자기가 앞에서 나왔을 때 바로 다음에 왔던 토큰의 말을 얼마나 듣는지입니다. 본 적 있는 패턴을 이어 가는 헤드입니다.',
+    'grid.role.induction': '유도',
+    'grid.role.previous_token': '직전',
+    'grid.role.self': '자기',
+    'grid.role.first_token': '첫 토큰',
+    'grid.roleScores': (p, s, x, i) => `; 직전 ${p}, 첫 토큰 ${s}, 자기 ${x}, 유도 ${i}`,
 
     'head.title': (l, h) => `레이어 ${l}, 헤드 ${h}의 회의록`,
     'head.notation.paper': '논문 표기법(“Attention Is All You Need”): 토큰은 행벡터(1 × d)입니다. ' +
@@ -243,6 +288,22 @@ export const TEXTS = {
     'softmax.source.custom': '직접 넣은 숫자.',
     'softmax.bad': '모든 점수와 τ는 숫자여야 하고, τ > 0이어야 합니다.',
     'softmax.empty': '점수를 추가하세요.',
+
+    'steps.title': '한 토큰씩 이어 쓰기',
+    'steps.text': '조모임은 결론 하나로 끝나지 않습니다. 고른 토큰이 자리에 앉으면 다음 조모임이 열립니다. ' +
+      '아래의 단계 하나하나는 새 토큰 하나를 고른 패스입니다(<code>jomoim generate</code>와 같은 반복: ' +
+      '온도와 시드가 같으면 같은 토큰이 나옵니다). 선택한 헤드에서 지금까지의 마지막 토큰이 누구의 말을 들었는지, ' +
+      '그 토큰을 고른 확률 분포, 그리고 누가 그 토큰을 밀었는지 보여 줍니다.',
+    'steps.slider': '단계',
+    'steps.label': (k, n, from, to, p) => `${n}단계 중 ${k + 1}: ${from} 다음 → ${to} (확률 ${p})`,
+    'steps.att': (l, h) => `레이어 ${l}, 헤드 ${h}에서 마지막 토큰의 어텐션 (다른 헤드는 위의 타일을 클릭):`,
+    'steps.pred': '그 토큰을 고른 확률 분포',
+    'steps.argued': '누가 그 토큰을 밀었나 (어텐션, 말한 토큰별, 헤드 합)',
+    'steps.meta': (n, stop, how) => `새 토큰 ${n}개, ${how}; 멈춘 이유: ${stop}.`,
+    'steps.greedy': '탐욕 선택(매번 가장 유력한 토큰)',
+    'steps.sampled': (t, s) => `온도 ${t}, 시드 ${s}로 표집`,
+    'steps.off': '비교하거나 입을 막거나 Q와 K를 바꾸는 동안에는 이어 쓰기를 하지 않습니다. 단계는 원래 모델의 것입니다.',
+    'steps.tokTitle': (w) => `가중치 ${w}`,
 
     'compare.title': '두 조모임 나란히 보기',
     'compare.text': '같은 마지막 단어들을, 앞에 한 말이 있을 때와 없을 때 비교합니다. 앞에 질문(“Cash or credit ' +

@@ -22,6 +22,7 @@
 #include "commands.hpp"
 #include "jomoim/engine/threads.hpp"
 #include "jomoim/explain/explain.hpp"
+#include "jomoim/model/generate.hpp"
 #include "jomoim/model/model.hpp"
 #include "jomoim/text/tokenizer.hpp"
 #include "model_dir.hpp"
@@ -38,6 +39,12 @@ struct ExplainArgs {
   std::vector<int> silence;
   bool swap_qk = false, json_out = false;
   int top = 10, threads = 0;
+  std::optional<int> generate;
+  float temperature = 0.0f, top_p = 0.95f;
+  int top_k = 40;
+  std::optional<std::uint64_t> seed;
+  bool ignore_eos = false;
+  std::vector<std::string> sampling_given;  // the sampling options on the command line
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -265,29 +272,92 @@ void print_prediction(const json& j, const ExplainArgs& a, const Style& st) {
         st.cols);
 }
 
+// A role score as 5 columns ("-" when absent).
+std::string score(const json& x) { return x.is_null() ? std::string("    -") : fmt("%5.2f", x.get<double>()); }
+
+// A head's labels as the terminal spells them: "induction", "prev-token", "self", "sink".
+std::string role_text(const json& labels) {
+  std::string r;
+  for (const auto& l : labels) {
+    const std::string s = l.get<std::string>();
+    r += (r.empty() ? "" : "+") + (s == "previous_token" ? std::string("prev-token")
+                                   : s == "first_token"  ? std::string("sink")
+                                                         : s);
+  }
+  return r.empty() ? "-" : r;
+}
+
+void say_roles(const json& roles, const Style& st) {
+  const json& th = roles["thresholds"];
+  std::string probe = "no probe: the context is too short";
+  if (!roles["probe"].is_null()) {
+    const int R = roles["probe"]["length"].get<int>();
+    probe = std::to_string(R) + " random distinct tokens (seed " + std::to_string(roles["probe"]["seed"].get<int>()) +
+            ") repeated twice" + (roles["probe"]["bos"].get<bool>() ? " after <|endoftext|>" : "");
+  }
+  say(std::string("Roles: prev, sink and self are the mean weight a token (after the first) gives to the token "
+                  "just before it, to the first token, and to itself, on the ") +
+          (roles["measured_on"] == "probe" ? "probe" : "prompt") +
+          "; ind (induction) is the mean weight a token of the second copy of the probe (" + probe +
+          ") gives to the token after its own earlier occurrence. A head is labelled induction at ind >= " +
+          fmt("%g", th["induction"].get<double>()) + ", prev-token at prev >= " +
+          fmt("%g", th["previous_token"].get<double>()) + ", self at self >= " + fmt("%g", th["self"].get<double>()) +
+          ", sink at sink >= " + fmt("%g", th["first_token"].get<double>()) + ".",
+      st.cols);
+}
+
 void print_heads(const json& j, const Style& st, std::size_t limit) {
   const json& heads = j["heads"];
+  const json& roles = j["head_roles"];
+  const int H = j["model"]["n_head"].get<int>();
   section("the heads: " + std::to_string(heads.size()) + " separate meetings, most focused first");
   say("Every head holds its own meeting with its own questions (W_Q), offered answers (W_K) and actual answers "
       "(W_V). Focus is the mean over tokens (after the first, which can only hear itself) of the largest weight "
       "a token gives: 1 means each token listens to exactly one other. Entropy (nats) is the same spread seen "
       "the other way: 0 is one voice, log(n) is everyone equally.",
       st.cols);
-  std::printf("%5s %5s %7s %8s   %s\n", "layer", "head", "focus", "entropy", "last token listens most to");
+  say_roles(roles, st);
+  std::printf("%5s %5s %7s %8s %5s %5s %5s %5s  %-16s %s\n", "layer", "head", "focus", "entropy", "prev", "sink",
+              "self", "ind", "role", "last token listens most to");
   const json& tokens = j["tokens"];
   for (std::size_t i = 0; i < heads.size() && i < limit; ++i) {
     const json& h = heads[i];
+    const json& r = roles["heads"][h["layer"].get<int>() * H + h["head"].get<int>()];
     std::string to = "nobody (every key silenced)";
     if (!h["last_token_attends_to"].is_null()) {
       const int k = h["last_token_attends_to"].get<int>();
       to = std::to_string(k) + " " + quoted(tokens[k]["text"]) + " (" +
            fmt("%.3f", h["last_token_weight"].get<double>()) + ")";
     }
-    std::printf("%5d %5d %7.3f %8.3f   %s\n", h["layer"].get<int>(), h["head"].get<int>(), h["focus"].get<double>(),
-                h["entropy"].get<double>(), to.c_str());
+    std::printf("%5d %5d %7.3f %8.3f %s %s %s %s  %s %s\n", h["layer"].get<int>(), h["head"].get<int>(),
+                h["focus"].get<double>(), h["entropy"].get<double>(), score(r["previous_token"]).c_str(),
+                score(r["first_token"]).c_str(), score(r["self"]).c_str(), score(r["induction"]).c_str(),
+                fit(role_text(r["labels"]), 16).c_str(), to.c_str());
   }
   if (heads.size() > limit)
-    std::printf("  ... %zu more heads (--json lists all; --layer/--head show any of them)\n", heads.size() - limit);
+    std::printf(
+        "  ... %zu more heads (--json lists all; --layer/--head show any of them; jomoim heads lists every "
+        "head's role)\n",
+        heads.size() - limit);
+}
+
+// `jomoim heads`: every head's role scores in (layer, head) order.
+void print_roles(const json& j, const Style& st) {
+  const json& roles = j["head_roles"];
+  const int nl = j["model"]["n_layer"].get<int>(), nh = j["model"]["n_head"].get<int>();
+  std::printf("jomoim heads: %s (%d layer%s x %d head%s)%s\n", j["model"]["name"].get<std::string>().c_str(), nl,
+              nl == 1 ? "" : "s", nh, nh == 1 ? "" : "s",
+              j["prompt"].is_null() ? "" : (", on \"" + j["prompt"].get<std::string>() + "\"").c_str());
+  say_roles(roles, st);
+  std::printf("%5s %5s %5s %5s %5s %5s  %s\n", "layer", "head", "prev", "sink", "self", "ind", "role");
+  int labelled = 0;
+  for (const auto& r : roles["heads"]) {
+    labelled += !r["labels"].empty();
+    std::printf("%5d %5d %s %s %s %s  %s\n", r["layer"].get<int>(), r["head"].get<int>(),
+                score(r["previous_token"]).c_str(), score(r["first_token"]).c_str(), score(r["self"]).c_str(),
+                score(r["induction"]).c_str(), role_text(r["labels"]).c_str());
+  }
+  std::printf("%d of %zu heads have a role\n", labelled, roles["heads"].size());
 }
 
 void print_last_token(const json& head, const json& tokens, const Style& st) {
@@ -446,8 +516,75 @@ void print_logit_lens(const json& p, const Style& st) {
   }
 }
 
+// "generation" and "steps": each new token with the pass that predicted it.
+void print_steps(const json& j, const Style& st) {
+  const json& g = j["generation"];
+  const json& steps = j["steps"];
+  const json& tokens = j["tokens"];
+  const double t = g["temperature"].get<double>();
+  section("generation: " + std::to_string(steps.size()) + " new token" + (steps.size() == 1 ? "" : "s") +
+          " (stop: " + g["stop"].get<std::string>() + ")");
+  const std::string how =
+      t == 0
+          ? std::string("greedy (the most likely token each time)")
+          : "sampled at temperature " + fmt("%g", t) + ", top-k " + std::to_string(g["top_k"].get<int>()) + ", top-p " +
+                fmt("%g", g["top_p"].get<double>()) + ", seed " + std::to_string(g["seed"].get<std::uint64_t>());
+  say("The prompt continued " + how +
+          ", as jomoim generate does with the same options; each step is the meeting "
+          "of the last token so far, whom it listened to and who argued for the token it chose.",
+      st.cols);
+  std::printf("  \"%s\" + \"%s\"\n", j["prompt"].get<std::string>().c_str(), g["text"].get<std::string>().c_str());
+  auto name = [&](int pos) {
+    const int T = static_cast<int>(tokens.size());
+    return quoted(pos < T ? tokens[pos]["text"] : steps[pos - T]["text"]);
+  };
+  for (const auto& s : steps) {
+    const int pos = s["position"].get<int>();
+    std::printf("\nstep %d: after %d %s -> %s (p %.4f, logit %.4f)\n", s["step"].get<int>(), pos, name(pos).c_str(),
+                quoted(s["text"]).c_str(), s["probability"].get<double>(), s["logit"].get<double>());
+    std::string line = "  predicted:";
+    int n = 0;
+    for (const auto& c : s["prediction"]["top"]) {
+      if (n++ == 3) break;
+      line += " " + quoted(c["text"]) + fmt(" %.3f", c["probability"].get<double>());
+    }
+    std::printf("%s\n", line.c_str());
+    // Whom it listened to: the last layer, mean over heads, the 3 largest weights.
+    const json& m = s["last_token_attention"]["mean_over_heads"];
+    const json& last = m[m.size() - 1];
+    std::vector<int> order(last.size());
+    for (std::size_t k = 0; k < order.size(); ++k) order[k] = static_cast<int>(k);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int x, int y) { return last[x].get<double>() > last[y].get<double>(); });
+    line = "  listened to (last layer, mean over heads):";
+    for (std::size_t r = 0; r < order.size() && r < 3; ++r)
+      line += " " + std::to_string(order[r]) + " " + name(order[r]) + fmt(" %.3f", last[order[r]].get<double>());
+    std::printf("%s\n", line.c_str());
+    // Who argued for it: per source token, summed over heads, the 3 largest |parts|.
+    const json& a = s["attribution"];
+    std::vector<double> by(last.size(), 0.0);
+    for (const auto& h : a["heads"])
+      for (std::size_t k = 0; k < by.size(); ++k) by[k] += h["by_source"][k].get<double>();
+    std::stable_sort(order.begin(), order.end(), [&](int x, int y) { return std::abs(by[x]) > std::abs(by[y]); });
+    line = "  argued for it (attention, by source):";
+    for (std::size_t r = 0; r < order.size() && r < 3; ++r)
+      line += " " + std::to_string(order[r]) + " " + name(order[r]) + fmt(" %+.3f", by[order[r]]);
+    std::printf("%s\n", line.c_str());
+    std::printf("  sum of the parts %.4f vs the logit %.4f\n", a["sum"].get<double>(), s["logit"].get<double>());
+  }
+}
+
 void run_explain(const ExplainArgs& a) {
   if (a.top < 1) throw Error("--top must be at least 1, got " + std::to_string(a.top));
+  if (!a.generate && !a.sampling_given.empty()) throw Error(a.sampling_given[0] + " needs --generate N");
+  if (a.generate) {
+    if (*a.generate < 1 || *a.generate > kMaxExplainSteps)
+      throw Error("--generate must be in 1.." + std::to_string(kMaxExplainSteps) + ", got " +
+                  std::to_string(*a.generate));
+    if (a.compare) throw Error("--generate cannot be combined with --compare");
+    if (!a.silence.empty() || a.swap_qk)
+      throw Error("--generate cannot be combined with --silence or --swap-qk: the generation is the plain model's");
+  }
   const ModelDir dir = resolve_model_dir(a.model);
   const Tokenizer tok = Tokenizer::load_dir(dir.path);
   GptModel model = GptModel::load(dir.path);
@@ -464,6 +601,12 @@ void run_explain(const ExplainArgs& a) {
   o.target = a.target;
   o.contrast = a.contrast;
   o.model_name = dir.path.string();
+  o.generate = a.generate.value_or(0);
+  o.temperature = a.temperature;
+  o.top_k = a.top_k;
+  o.top_p = a.top_p;
+  o.seed = a.seed ? *a.seed : fresh_seed();  // drawn here, so the two passes below share it
+  o.stop_at_eos = !a.ignore_eos;
   if (a.json_out) {
     std::printf("%s\n", explain(model, tok, a.prompt, o).dump().c_str());
     return;
@@ -477,6 +620,7 @@ void run_explain(const ExplainArgs& a) {
     ExplainOptions s = o;
     s.matrices = false;
     s.compare.reset();
+    s.generate = 0;
     const json summary = explain(model, tok, a.prompt, s);
     o.layer = summary["heads"][0]["layer"].get<int>();
     o.head = summary["heads"][0]["head"].get<int>();
@@ -503,11 +647,49 @@ void run_explain(const ExplainArgs& a) {
     print_attribution(j["compare"], st);
     print_logit_lens(j["compare"], st);
   }
+  if (!j["generation"].is_null()) print_steps(j, st);
+}
+
+struct HeadsArgs {
+  std::string model;
+  std::optional<std::string> prompt;
+  bool swap_qk = false, json_out = false;
+  int threads = 0;
+};
+
+void run_heads(const HeadsArgs& a) {
+  const ModelDir dir = resolve_model_dir(a.model);
+  const Tokenizer tok = Tokenizer::load_dir(dir.path);
+  GptModel model = GptModel::load(dir.path);
+  model.set_threads(a.threads);
+  const json j = head_roles(model, tok, a.prompt, a.swap_qk, dir.path.string());
+  if (a.json_out) {
+    std::printf("%s\n", j.dump().c_str());
+    return;
+  }
+  Style st;
+  st.cols = terminal_columns();
+  print_roles(j, st);
 }
 
 }  // namespace
 
 void add_explain_command(CLI::App& app) {
+  {
+    auto a = std::make_shared<HeadsArgs>();
+    CLI::App* sub = app.add_subcommand(
+        "heads", "Measure every head's role: previous-token, first-token (sink), self and induction scores");
+    sub->add_option("prompt", a->prompt,
+                    "measure previous-token, first-token and self on this prompt (default: on the induction probe)");
+    sub->add_option(
+        "--model", a->model,
+        "model directory (config.json, model.safetensors, vocab.json, merges.txt); default: " + default_model_help());
+    sub->add_flag("--swap-qk", a->swap_qk, "measure the model with queries made by W_K and keys by W_Q");
+    sub->add_flag("--json", a->json_out, "print the scores as JSON (schema jomoim.heads/1, docs/explain.md)");
+    sub->add_option("--threads", a->threads, threads_help)->capture_default_str();
+    sub->callback([a] { run_heads(*a); });
+  }
+
   auto a = std::make_shared<ExplainArgs>();
   CLI::App* sub = app.add_subcommand(
       "explain", "Show the attention \"meeting\" of a prompt: tokens, Q.K scores, weights, the next token");
@@ -534,8 +716,25 @@ void add_explain_command(CLI::App& app) {
   sub->add_option("--color", a->color, "colour heatmaps: auto (when stdout is a terminal), always, never")
       ->check(CLI::IsMember({"auto", "always", "never"}))
       ->capture_default_str();
+  sub->add_option("--generate", a->generate,
+                  "continue the prompt by up to N tokens (1.." + std::to_string(kMaxExplainSteps) +
+                      ") and show each new token's attention, prediction and attribution");
+  sub->add_option("--temperature", a->temperature, "with --generate: sampling temperature; 0 is greedy")
+      ->capture_default_str();
+  sub->add_option("--top-k", a->top_k, "with --generate: sample among the k most likely tokens; 0: all")
+      ->capture_default_str();
+  sub->add_option("--top-p", a->top_p,
+                  "with --generate: sample among the most likely tokens whose probability reaches p")
+      ->capture_default_str();
+  sub->add_option("--seed", a->seed, "with --generate: random seed (default: a fresh one, in the output)");
+  sub->add_flag("--ignore-eos", a->ignore_eos, "with --generate: keep going after <|endoftext|>");
   sub->add_option("--threads", a->threads, threads_help)->capture_default_str();
-  sub->callback([a] { run_explain(*a); });
+  sub->callback([a, sub] {
+    a->sampling_given.clear();
+    for (const char* name : {"--temperature", "--top-k", "--top-p", "--seed", "--ignore-eos"})
+      if (sub->count(name) > 0) a->sampling_given.push_back(name);
+    run_explain(*a);
+  });
 }
 
 }  // namespace jomoim::cli

@@ -10,7 +10,7 @@ void add_attend_command(CLI::App& app);   // cmd_attend.cpp
 void add_bench_command(CLI::App& app);    // cmd_bench.cpp
 void add_model_commands(CLI::App& app);   // cmd_model.cpp: tokenize, predict, generate, bench-model
 void add_train_command(CLI::App& app);    // cmd_train.cpp
-void add_explain_command(CLI::App& app);  // cmd_explain.cpp
+void add_explain_command(CLI::App& app);  // cmd_explain.cpp: explain, heads
 void add_serve_command(CLI::App& app);    // cmd_serve.cpp: the explorer in the browser
 
 }  // namespace jomoim::cli

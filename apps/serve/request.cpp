@@ -2,6 +2,7 @@
 #include "request.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <set>
@@ -64,12 +65,14 @@ int get_int(const json& v, const std::string& name, std::int64_t lo, std::int64_
 
 ExplainRequest parse_explain_request(std::string_view body, const ModelShape& shape, const RequestLimits& limits) {
   const json j = parse_object(body, limits);
-  static const std::set<std::string> known = {"prompt",  "compare", "layer",    "head",   "notation", "silence",
-                                              "swap_qk", "top",     "matrices", "target", "contrast"};
+  static const std::set<std::string> known = {"prompt",      "compare", "layer",    "head",   "notation",  "silence",
+                                              "swap_qk",     "top",     "matrices", "target", "contrast",  "generate",
+                                              "temperature", "top_k",   "top_p",    "seed",   "ignore_eos"};
   for (const auto& [key, value] : j.items())
     if (!known.count(key))
       refuse("unknown field " + quoted(key) +
-             " (known: prompt, compare, layer, head, notation, silence, swap_qk, top, matrices, target, contrast)");
+             " (known: prompt, compare, layer, head, notation, silence, swap_qk, top, matrices, target, contrast, "
+             "generate, temperature, top_k, top_p, seed, ignore_eos)");
   if (!j.contains("prompt")) refuse("the field \"prompt\" is required");
 
   ExplainRequest r;
@@ -113,6 +116,32 @@ ExplainRequest parse_explain_request(std::string_view body, const ModelShape& sh
     if (!j["matrices"].is_boolean())
       refuse(std::string("\"matrices\" must be true or false, got ") + j["matrices"].type_name());
     r.options.matrices = j["matrices"].get<bool>();
+  }
+  if (j.contains("generate") && !j["generate"].is_null()) {
+    const int hi = std::min(limits.max_generate, kMaxExplainSteps);
+    r.options.generate = get_int(j["generate"], "\"generate\"", 0, hi, "new tokens explained step by step");
+  }
+  for (const char* name : {"temperature", "top_p"}) {
+    if (!j.contains(name) || j[name].is_null()) continue;
+    const json& v = j[name];
+    if (!v.is_number()) refuse(std::string("\"") + name + "\" must be a number, got " + v.type_name());
+    const double x = v.get<double>();
+    if (!(std::abs(x) <= std::numeric_limits<float>::max()))
+      refuse(std::string("\"") + name + "\" must be a float32 number, got " + v.dump());
+    (std::string(name) == "temperature" ? r.options.temperature : r.options.top_p) = static_cast<float>(x);
+  }
+  if (j.contains("top_k") && !j["top_k"].is_null())
+    r.options.top_k = get_int(j["top_k"], "\"top_k\"", 0, std::numeric_limits<int>::max(), "0: every token");
+  if (j.contains("seed") && !j["seed"].is_null()) {
+    const json& v = j["seed"];
+    if (!v.is_number_integer() || (!v.is_number_unsigned() && v.get<std::int64_t>() < 0))
+      refuse(std::string("\"seed\" must be an integer in 0..2^64-1, got ") + v.dump());
+    r.options.seed = v.get<std::uint64_t>();
+  }
+  if (j.contains("ignore_eos") && !j["ignore_eos"].is_null()) {
+    if (!j["ignore_eos"].is_boolean())
+      refuse(std::string("\"ignore_eos\" must be true or false, got ") + j["ignore_eos"].type_name());
+    r.options.stop_at_eos = !j["ignore_eos"].get<bool>();
   }
   if (j.contains("top") && !j["top"].is_null()) {
     const int hi = std::max(1, std::min(limits.max_top, shape.vocab_size));

@@ -8,9 +8,12 @@
 //   {"prompt": "I have a lot", "compare": "Cash or credit card? I have a lot" | null,
 //    "layer": 0 | null, "head": 0 | null, "notation": "paper" | "3b1b",
 //    "silence": [0, 2], "swap_qk": false, "top": 10, "matrices": true,
-//    "target": " of" | null, "contrast": "." | null}
+//    "target": " of" | null, "contrast": "." | null,
+//    "generate": 0, "temperature": 0.0, "top_k": 40, "top_p": 0.95, "seed": 3 | null, "ignore_eos": false}
 // ("matrices": false leaves out the per-head matrices: tokens, prediction and head summary only;
-// "target"/"contrast": the one-token texts of the answer's "attribution", docs/explain.md.)
+// "target"/"contrast": the one-token texts of the answer's "attribution"; "generate": new tokens
+// explained step by step ("steps"), sampled as `jomoim generate` with the other five, greedy by
+// default, a fresh seed when none is given; docs/explain.md.)
 // POST /api/tokenize body: {"prompt": "..."}.
 //
 // Errors: RequestError (a jomoim::Error) with a one-line message naming the field and the
@@ -37,6 +40,7 @@ struct RequestLimits {
   // scaled, weights, mask: T x T; per selected head, both prompts). 8M numbers is ~100 MB of
   // JSON; beyond it the request must select a layer/head or ask for "matrices": false.
   std::size_t max_matrix_numbers = 8'000'000;
+  int max_generate = 32;  // "generate" is 0..max_generate (and at most kMaxExplainSteps)
 };
 
 // The model sizes the numbers are checked against (layer < n_layer, head < n_head,
@@ -61,7 +65,8 @@ struct ExplainRequest {
 
 // Throws RequestError: body over the limit (413), not valid JSON or not an object, an unknown
 // field, a field of the wrong type, a prompt over the byte limit, layer/head/top/silence out of
-// range, a silence index repeated, notation other than "paper" / "3b1b".
+// range, a silence index repeated, notation other than "paper" / "3b1b", generate outside
+// 0..max_generate, temperature / top_p not a number, top_k or seed not a non-negative integer.
 ExplainRequest parse_explain_request(std::string_view body, const ModelShape& shape, const RequestLimits& limits = {});
 
 // {"prompt": "..."} -> the prompt. The same refusals for the body and the prompt.

@@ -99,9 +99,17 @@ struct ExplorerServer::Impl {
   }
 
   // Refuses (400) an answer whose matrices would exceed limits.max_matrix_numbers.
+  // The steps of "generate" count too: per step n_layer * (2 n_head + 1) rows of up to t1 + N numbers.
   void check_size(const ExplainRequest& r, std::size_t t1, std::size_t t2) const {
-    if (!r.options.matrices) return;
     const GptConfig& c = model.config();
+    if (r.options.generate > 0) {
+      const std::size_t n = static_cast<std::size_t>(r.options.generate);
+      const std::size_t steps = n * static_cast<std::size_t>(c.n_layer) * (2 * c.n_head + 1) * (t1 + n);
+      if (steps > opt.limits.max_matrix_numbers)
+        throw RequestError(400, "the answer's steps would hold " + std::to_string(steps) + " numbers; the limit is " +
+                                    std::to_string(opt.limits.max_matrix_numbers) + " (ask for fewer \"generate\")");
+    }
+    if (!r.options.matrices) return;
     const std::size_t heads = static_cast<std::size_t>(r.options.layer ? 1 : c.n_layer) *
                               static_cast<std::size_t>(r.options.head ? 1 : c.n_head);
     const std::size_t d = static_cast<std::size_t>(c.head_dim());
@@ -144,7 +152,8 @@ struct ExplorerServer::Impl {
               {"max_prompt_bytes", opt.limits.max_prompt_bytes},
               {"max_tokens", c.n_positions},
               {"max_top", std::min(opt.limits.max_top, c.vocab_size)},
-              {"max_matrix_numbers", opt.limits.max_matrix_numbers}}}};
+              {"max_matrix_numbers", opt.limits.max_matrix_numbers},
+              {"max_generate", std::min(opt.limits.max_generate, kMaxExplainSteps)}}}};
   }
 
   void routes() {

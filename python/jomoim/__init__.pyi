@@ -128,6 +128,10 @@ class Model:
     def explain(self, text: Text, *, layer: Optional[int] = None, head: Optional[int] = None,
                 silence: Iterable[int] = (), swap_qk: bool = False, top: int = 10, compare: Optional[Text] = None,
                 notation: Notation = "paper", matrices: bool = True, target: Optional[Text] = None,
-                contrast: Optional[Text] = None) -> Dict[str, Any]:
+                contrast: Optional[Text] = None, generate: int = 0, temperature: float = 0.0, top_k: int = 40,
+                top_p: float = 0.95, seed: Optional[int] = None, stop_at_eos: bool = True) -> Dict[str, Any]:
         """`jomoim explain --json` (schema jomoim.explain/1) as Python objects; per head q, k, v, out, weights,
         scores, scaled (-inf where masked) are float32 arrays, mask a bool array (see the docstring)."""
+    def head_roles(self, text: Optional[Text] = None, *, swap_qk: bool = False) -> Dict[str, Any]:
+        """`jomoim heads --json` (schema jomoim.heads/1): every head's previous-token, first-token, self and
+        induction scores and labels."""

@@ -122,6 +122,10 @@ def _explain_arrays(j: Dict[str, Any]) -> Dict[str, Any]:
     lta = j.get("last_token_attention")
     if lta is not None:
         lta["mean_over_heads"] = np.array(lta["mean_over_heads"], dtype=np.float64)
+    for st in j.get("steps", []):
+        st["attention"] = _f32(st["attention"])
+        st["last_token_attention"]["mean_over_heads"] = np.array(st["last_token_attention"]["mean_over_heads"],
+                                                                 dtype=np.float64)
     if j.get("compare") is not None:
         _explain_arrays(j["compare"])
     return j
@@ -348,7 +352,8 @@ class Model:
     def explain(self, text: Text, *, layer: Optional[int] = None, head: Optional[int] = None,
                 silence: Iterable[int] = (), swap_qk: bool = False, top: int = 10, compare: Optional[Text] = None,
                 notation: str = "paper", matrices: bool = True, target: Optional[Text] = None,
-                contrast: Optional[Text] = None) -> Dict[str, Any]:
+                contrast: Optional[Text] = None, generate: int = 0, temperature: float = 0.0, top_k: int = 40,
+                top_p: float = 0.95, seed: Optional[int] = None, stop_at_eos: bool = True) -> Dict[str, Any]:
         """The explorer's "meeting minutes" of `text`: the content of `jomoim explain --json`
         (schema "jomoim.explain/1", docs/explain.md) as Python objects, the matrices as NumPy.
 
@@ -362,13 +367,21 @@ class Model:
         target        the token (exactly one) whose logit "attribution" splits into the model's
                       parts (default: the predicted next token).
         contrast      with target: attribute logit(target) - logit(contrast) instead.
+        generate      continue the prompt by up to this many tokens (0..64; 0: none) with the loop of
+                      stream()/`jomoim generate` and explain each new token ("generation", "steps").
+        temperature, top_k, top_p, seed, stop_at_eos
+                      the sampling of generate, as stream() takes them, except temperature: 0
+                      (greedy) by default. The same seed and options give stream()'s tokens.
 
         The JSON becomes dicts, lists, str, int, float, bool and None, except (in "layers" and in
         "compare"'s "layers"), per head: q, k, v, out, weights -> float32 arrays (the model's
         exact float32 values); scores, scaled -> float32 arrays with -inf where masked (null in
         the JSON); mask -> bool array; last_token.weights -> float32, last_token.value_norms and
         .contribution_norms -> float64 1-D arrays; and last_token_attention.mean_over_heads ->
-        a float64 [n_layer, T] array. Shapes are the JSON's (transposed in 3b1b). "model"."name"
+        a float64 [n_layer, T] array; per step (steps[k]) attention -> float32 [n_layer, n_head,
+        T + k] and last_token_attention.mean_over_heads -> float64; "head_roles" stays dicts
+        (see head_roles()). Shapes are
+        the JSON's (transposed in 3b1b). "model"."name"
         is Model.path. The passes run with the GIL released.
 
         Raises jomoim.Error (the engine's message) for a layer or head out of range, a silence
@@ -384,12 +397,39 @@ class Model:
             if not isinstance(flag, bool):
                 raise TypeError(f"{name}: expected True or False, got {type(flag).__name__}")
         top = _int("top", top, -2**31, 2**31 - 1, "an int32")
+        generate = _int("generate", generate, 0, 64, "in 0..64")
+        temperature = _real("temperature", temperature)
+        top_k = _int("top_k", top_k, 0, 2**31 - 1, ">= 0")
+        top_p = _real("top_p", top_p)
+        if seed is not None:
+            seed = _int("seed", seed, 0, 2**64 - 1, "in [0, 2**64)")
+        if not isinstance(stop_at_eos, bool):
+            raise TypeError(f"stop_at_eos: expected True or False, got {type(stop_at_eos).__name__}")
         other = None if compare is None else _text("compare", compare)
         tgt = None if target is None else _text("target", target)
         con = None if contrast is None else _text("contrast", contrast)
         raw = self._core.explain(_text("text", text), notation, _opt_int("layer", layer), _opt_int("head", head),
-                                 silence, swap_qk, top, other, os.fsencode(self._path), matrices, tgt, con)
+                                 silence, swap_qk, top, other, os.fsencode(self._path), matrices, tgt, con,
+                                 generate, temperature, top_k, top_p, seed, stop_at_eos)
         return _explain_arrays(json.loads(raw))
+
+    def head_roles(self, text: Optional[Text] = None, *, swap_qk: bool = False) -> Dict[str, Any]:
+        """Every head's role scores, the content of `jomoim heads --json` (schema
+        "jomoim.heads/1", docs/explain.md) as Python objects: "head_roles"."heads" lists, in
+        (layer, head) order, previous_token, first_token, self, induction (floats, None when
+        not measurable), label (str or None) and labels.
+
+        text     measure previous_token, first_token and self on this prompt (queries i >= 1);
+                 None: on the induction probe itself ("measured_on": "probe").
+        swap_qk  measure the model with queries made by W_K and keys by W_Q.
+
+        induction is always measured on the probe: R distinct random tokens (seed 1) repeated
+        twice after <|endoftext|>; see docs/explain.md. Model.explain()'s "head_roles" is the
+        same object for its prompt. Raises jomoim.Error for a prompt longer than the context."""
+        if not isinstance(swap_qk, bool):
+            raise TypeError(f"swap_qk: expected True or False, got {type(swap_qk).__name__}")
+        prompt = None if text is None else _text("text", text)
+        return json.loads(self._core.head_roles(prompt, swap_qk, os.fsencode(self._path)))
 
     def __repr__(self) -> str:
         c = self._core.config

@@ -219,8 +219,16 @@ class Model {
   std::string explain(const std::string& prompt, const std::string& notation, std::optional<int> layer,
                       std::optional<int> head, const std::vector<int>& silence, bool swap_qk, int top,
                       std::optional<std::string> compare, const std::string& model_name, bool matrices,
-                      std::optional<std::string> target, std::optional<std::string> contrast) const {
+                      std::optional<std::string> target, std::optional<std::string> contrast, int generate,
+                      float temperature, int top_k, float top_p, std::optional<std::uint64_t> seed,
+                      bool stop_at_eos) const {
     ExplainOptions o;
+    o.generate = generate;
+    o.temperature = temperature;
+    o.top_k = top_k;
+    o.top_p = top_p;
+    o.seed = seed;
+    o.stop_at_eos = stop_at_eos;
     o.notation = parse_notation(notation);
     o.layer = layer;
     o.head = head;
@@ -234,6 +242,12 @@ class Model {
     o.contrast = std::move(contrast);
     py::gil_scoped_release unlocked;
     return jomoim::explain(m_->model, m_->tokenizer, prompt, o).dump();
+  }
+
+  // jomoim::head_roles() as the JSON text `jomoim heads --json` prints.
+  std::string head_roles(std::optional<std::string> prompt, bool swap_qk, const std::string& model_name) const {
+    py::gil_scoped_release unlocked;
+    return jomoim::head_roles(m_->model, m_->tokenizer, prompt, swap_qk, model_name).dump();
   }
 
   std::unique_ptr<Generation> generate(const std::string& text, int n, float temperature, int top_k, float top_p,
@@ -274,7 +288,10 @@ void bind_model(py::module_& m) {
       .def("predict", &Model::predict, py::arg("text"), py::arg("top"))
       .def("explain", &Model::explain, py::arg("prompt"), py::arg("notation"), py::arg("layer"), py::arg("head"),
            py::arg("silence"), py::arg("swap_qk"), py::arg("top"), py::arg("compare"), py::arg("model_name"),
-           py::arg("matrices"), py::arg("target") = py::none(), py::arg("contrast") = py::none())
+           py::arg("matrices"), py::arg("target") = py::none(), py::arg("contrast") = py::none(),
+           py::arg("generate") = 0, py::arg("temperature") = 0.0f, py::arg("top_k") = 40, py::arg("top_p") = 0.95f,
+           py::arg("seed") = py::none(), py::arg("stop_at_eos") = true)
+      .def("head_roles", &Model::head_roles, py::arg("prompt"), py::arg("swap_qk"), py::arg("model_name"))
       .def("generate", &Model::generate, py::arg("text"), py::arg("n"), py::arg("temperature"), py::arg("top_k"),
            py::arg("top_p"), py::arg("seed"), py::arg("stop_at_eos"));
 

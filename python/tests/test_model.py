@@ -409,6 +409,51 @@ def test_explain_target_and_contrast():
         m.explain("I have a lot", target=" lot", contrast=" lot")
 
 
+def test_explain_generate_equals_the_cli_and_stream():
+    m = model("f32")
+    d = variant_dir("f32")
+    for kw, args in [({}, []), (dict(temperature=0.8, seed=3), ["--temperature", "0.8", "--seed", "3"]),
+                     (dict(temperature=1.2, top_k=0, top_p=0.5, seed=9, stop_at_eos=False),
+                      ["--temperature", "1.2", "--top-k", "0", "--top-p", "0.5", "--seed", "9", "--ignore-eos"])]:
+        got = m.explain("I have a lot", generate=6, matrices=False, **kw)
+        want = cli_json("explain", "--model", d, "--generate", "6", *args, "I have a lot")
+        if "seed" not in kw:  # greedy: the seed does not matter, and the CLI drew its own
+            want["generation"]["seed"] = got["generation"]["seed"]
+        assert got["generation"] == want["generation"]
+        assert [s["id"] for s in got["steps"]] == want["generation"]["ids"]
+        s = m.stream("I have a lot", n=6, **dict(dict(temperature=0.0), **kw))
+        list(s)
+        assert s.ids == got["generation"]["ids"]
+        for a, b in zip(got["steps"], want["steps"]):
+            assert isinstance(a["attention"], np.ndarray) and a["attention"].dtype == np.float32
+            assert a["attention"].shape == (m.config["n_layer"], m.config["n_head"], a["position"] + 1)
+            assert a["attention"].tolist() == np.array(b["attention"], np.float64).astype(np.float32).tolist()
+            assert a["attribution"] == b["attribution"] and a["prediction"] == b["prediction"]
+    with pytest.raises(jomoim.Error, match="generate must be in 0..64"):
+        m.explain("I have a lot", generate=65)
+    with pytest.raises(jomoim.Error, match="^generate cannot be combined with compare$"):
+        m.explain("I have a lot", generate=2, compare="a")
+    with pytest.raises(TypeError, match="stop_at_eos"):
+        m.explain("I have a lot", generate=2, stop_at_eos=1)
+
+
+def test_head_roles_equal_the_cli():
+    m = model("f32")
+    d = variant_dir("f32")
+    assert m.head_roles() == cli_json("heads", "--model", d)
+    assert m.head_roles("I have a lot") == cli_json("heads", "--model", d, "I have a lot")
+    assert m.head_roles(swap_qk=True) == cli_json("heads", "--model", d, "--swap-qk")
+    j = m.head_roles()
+    assert j["schema"] == "jomoim.heads/1" and j["head_roles"]["measured_on"] == "probe"
+    assert len(j["head_roles"]["heads"]) == m.config["n_layer"] * m.config["n_head"]
+    # explain()'s head_roles is the same measurement for its prompt.
+    assert m.explain("I have a lot", matrices=False)["head_roles"] == m.head_roles("I have a lot")["head_roles"]
+    with pytest.raises(TypeError, match="swap_qk"):
+        m.head_roles(swap_qk=1)
+    with pytest.raises(jomoim.Error, match="context"):
+        m.head_roles("x" * 200)
+
+
 def test_explain_arrays_are_the_model_s_attention():
     m = model()
     prompt = "Cash or credit card? I have a lot"
@@ -587,7 +632,7 @@ def test_help_and_stubs_show_the_api():
     compile(stub, "__init__.pyi", "exec")
     assert "jomoim.explain/1" in jomoim.Model.explain.__doc__ and "-inf" in jomoim.Model.explain.__doc__
     for name in ("class Model", "class Prediction", "class Stream", "def logits", "def predict", "def generate",
-                 "def stream", "def explain", "def default_model_dir"):
+                 "def stream", "def explain", "def head_roles", "def default_model_dir"):
         assert name in stub, name
 
 

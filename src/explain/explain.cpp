@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "jomoim/core/tensor.hpp"
+#include "jomoim/model/generate.hpp"
 #include "jomoim/model/sampling.hpp"
 
 namespace jomoim {
@@ -137,15 +138,18 @@ json tokens_json(const Pass& p, const Tokenizer& tok, int C) {
   return t;
 }
 
-// Views into the trace of one head: weights(i, j) etc. for query i, key j (T == Tk: no cache).
+// Views into the trace of one head: weights(i, j) etc. for query i (of the T new tokens), key j
+// (of the Tk visible ones; Tk = 0 means T: a pass without a cache).
 struct HeadView {
   const AttentionTrace& at;
   int h, T, D;
-  float w(int i, int j) const { return at.weights[(static_cast<std::size_t>(h) * T + i) * T + j]; }
-  float s(int i, int j) const { return at.scores[(static_cast<std::size_t>(h) * T + i) * T + j]; }
+  int Tk = 0;
+  std::size_t keys() const { return static_cast<std::size_t>(Tk > 0 ? Tk : T); }
+  float w(int i, int j) const { return at.weights[(static_cast<std::size_t>(h) * T + i) * keys() + j]; }
+  float s(int i, int j) const { return at.scores[(static_cast<std::size_t>(h) * T + i) * keys() + j]; }
   const float* q(int i) const { return at.q.data() + (static_cast<std::size_t>(h) * T + i) * D; }
-  const float* k(int j) const { return at.k.data() + (static_cast<std::size_t>(h) * T + j) * D; }
-  const float* v(int j) const { return at.v.data() + (static_cast<std::size_t>(h) * T + j) * D; }
+  const float* k(int j) const { return at.k.data() + (h * keys() + j) * D; }
+  const float* v(int j) const { return at.v.data() + (h * keys() + j) * D; }
   const float* o(int i) const { return at.out.data() + (static_cast<std::size_t>(h) * T + i) * D; }
 };
 
@@ -248,20 +252,21 @@ json head_json(const Pass& p, int layer, int h, int D, bool col) {
   return j;
 }
 
-// Mean over heads of the last token's weights, per layer: [n_layer][T].
+// Mean over heads of the last token's weights, per layer: [n_layer][Tk] (Tk = T without a cache;
+// index is the last token's position).
 json last_token_attention_json(const Pass& p, int H) {
-  const int T = p.trace.T;
+  const int T = p.trace.T, Tk = p.trace.Tk;
   json m = json::array();
   for (const AttentionTrace& at : p.trace.layers) {
     json row = json::array();
-    for (int k = 0; k < T; ++k) {
+    for (int k = 0; k < Tk; ++k) {
       double s = 0;
-      for (int h = 0; h < H; ++h) s += HeadView{at, h, T, 0}.w(T - 1, k);
+      for (int h = 0; h < H; ++h) s += HeadView{at, h, T, 0, Tk}.w(T - 1, k);
       row.push_back(f64(s / H));
     }
     m.push_back(std::move(row));
   }
-  return {{"index", T - 1}, {"mean_over_heads", m}};
+  return {{"index", Tk - 1}, {"mean_over_heads", m}};
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -328,7 +333,8 @@ json attribution_json(const Pass& p, const GptModel& model, const Tokenizer& tok
                       std::optional<std::int32_t> contrast) {
   const GptConfig& c = model.config();
   const GptParams& w = model.params();
-  const int C = c.n_embd, H = c.n_head, D = c.head_dim(), L = c.n_layer, T = p.trace.T;
+  // T new tokens (the last is attributed) over Tk keys (T without a cache, a decode step: T = 1).
+  const int C = c.n_embd, H = c.n_head, D = c.head_dim(), L = c.n_layer, T = p.trace.T, Tk = p.trace.Tk;
   const float* x = p.trace.residual.data() + static_cast<std::size_t>(L) * C;  // final residual, last row
   double sigma = 0;
   final_norm(model, x, &sigma);
@@ -366,10 +372,10 @@ json attribution_json(const Pass& p, const GptModel& model, const Tokenizer& tok
         for (int i = 0; i < C; ++i) s += row[i] * uc[i];
         g[d] = s;
       }
-      HeadView hv{at, h, T, D};
+      HeadView hv{at, h, T, D, Tk};
       json by = json::array();
       double total = 0;
-      for (int j = 0; j < T; ++j) {
+      for (int j = 0; j < Tk; ++j) {
         const float* v = hv.v(j);
         double s = 0;
         for (int d = 0; d < D; ++d) s += v[d] * g[d];
@@ -409,6 +415,171 @@ json attribution_json(const Pass& p, const GptModel& model, const Tokenizer& tok
   return a;
 }
 
+// ---------------------------------------------------------------------------------------------
+// Head roles (explain.hpp, docs/explain.md "head_roles").
+
+struct RoleScores {
+  std::optional<double> previous_token, first_token, self, induction;
+};
+
+// previous_token, first_token, self of every head ([layer * H + head]): the mean over queries
+// i >= 1 of the weight on keys i - 1, 0 and i. Absent for a one-token pass.
+std::vector<RoleScores> prompt_role_scores(const Pass& p, int H) {
+  const int T = p.trace.T, L = static_cast<int>(p.trace.layers.size());
+  std::vector<RoleScores> r(static_cast<std::size_t>(L) * H);
+  if (T < 2) return r;
+  for (int l = 0; l < L; ++l)
+    for (int h = 0; h < H; ++h) {
+      HeadView hv{p.trace.layers[l], h, T, 0};
+      double prev = 0, first = 0, self = 0;
+      for (int i = 1; i < T; ++i) {
+        prev += hv.w(i, i - 1);
+        first += hv.w(i, 0);
+        self += hv.w(i, i);
+      }
+      RoleScores& s = r[static_cast<std::size_t>(l) * H + h];
+      s.previous_token = prev / (T - 1);
+      s.first_token = first / (T - 1);
+      s.self = self / (T - 1);
+    }
+  return r;
+}
+
+// The probe and its scores ([layer * H + head]; empty without a probe). Its pass's trace is not
+// kept: `own` holds the probe's previous-token, first-token and self scores (for head_roles()
+// without a prompt).
+struct Probe {
+  std::vector<std::int32_t> ids;
+  int R = 0;
+  bool bos = false;
+  std::vector<double> induction;
+  std::vector<RoleScores> own;
+};
+
+Probe run_probe(const GptModel& model, const Tokenizer& tok, bool swap_qk) {
+  const GptConfig& c = model.config();
+  Probe pr;
+  std::optional<std::int32_t> eos = tok.eos_id();
+  if (eos && (*eos < 0 || *eos >= c.vocab_size)) eos.reset();
+  pr.ids = role_probe_ids(c, eos, &pr.R);
+  if (pr.ids.empty()) return pr;
+  pr.bos = static_cast<int>(pr.ids.size()) == 2 * pr.R + 1;
+  const Pass pass = run_pass(model, pr.ids, {}, swap_qk);
+  pr.own = prompt_role_scores(pass, c.n_head);
+  const int H = c.n_head, T = pass.trace.T, b = pr.bos ? 1 : 0;
+  for (int l = 0; l < c.n_layer; ++l)
+    for (int h = 0; h < H; ++h) {
+      HeadView hv{pass.trace.layers[l], h, T, 0};
+      double s = 0;
+      for (int r = 0; r < pr.R; ++r) s += hv.w(b + pr.R + r, b + r + 1);
+      pr.induction.push_back(s / pr.R);
+    }
+  return pr;
+}
+
+json opt_f64(const std::optional<double>& x) { return x ? f64(*x) : json(nullptr); }
+
+json head_roles_json(const std::vector<RoleScores>& scores, const Probe& probe, int L, int H, const char* measured_on) {
+  json heads = json::array();
+  for (int l = 0; l < L; ++l)
+    for (int h = 0; h < H; ++h) {
+      RoleScores s = scores[static_cast<std::size_t>(l) * H + h];
+      if (!probe.induction.empty()) s.induction = probe.induction[static_cast<std::size_t>(l) * H + h];
+      const std::vector<std::string> labels = head_role_labels(s.previous_token, s.first_token, s.self, s.induction);
+      heads.push_back({{"layer", l},
+                       {"head", h},
+                       {"previous_token", opt_f64(s.previous_token)},
+                       {"first_token", opt_f64(s.first_token)},
+                       {"self", opt_f64(s.self)},
+                       {"induction", opt_f64(s.induction)},
+                       {"label", labels.empty() ? json(nullptr) : json(labels[0])},
+                       {"labels", labels}});
+    }
+  json pj = nullptr;
+  if (!probe.ids.empty()) pj = {{"seed", kRoleProbeSeed}, {"length", probe.R}, {"bos", probe.bos}, {"ids", probe.ids}};
+  return {{"measured_on", measured_on},
+          {"probe", std::move(pj)},
+          {"thresholds",
+           {{"induction", HeadRoleThresholds::induction},
+            {"previous_token", HeadRoleThresholds::previous_token},
+            {"first_token", HeadRoleThresholds::first_token},
+            {"self", HeadRoleThresholds::self}}},
+          {"heads", std::move(heads)}};
+}
+
+// ---------------------------------------------------------------------------------------------
+// Generation: the tokens of jomoim::generate, each explained from the pass that predicted it.
+
+// The last new token's weights over every key, [n_layer][n_head][Tk], float32 as computed.
+json step_attention_json(const Pass& p, int H) {
+  const int T = p.trace.T, Tk = p.trace.Tk;
+  json layers = json::array();
+  for (const AttentionTrace& at : p.trace.layers) {
+    json heads = json::array();
+    for (int h = 0; h < H; ++h) {
+      const HeadView hv{at, h, T, 0, Tk};
+      json row = json::array();
+      for (int j = 0; j < Tk; ++j) row.push_back(f32(hv.w(T - 1, j)));
+      heads.push_back(std::move(row));
+    }
+    layers.push_back(std::move(heads));
+  }
+  return layers;
+}
+
+// Fills "generation" and "steps" (docs/explain.md) for the prompt's ids.
+void generation_json(const GptModel& model, const Tokenizer& tok, const std::vector<std::int32_t>& prompt,
+                     const ExplainOptions& o, json& generation, json& steps) {
+  const GptConfig& c = model.config();
+  GenerateOptions go;
+  go.max_tokens = o.generate;
+  go.sampling.temperature = o.temperature;
+  go.sampling.top_k = o.top_k;
+  go.sampling.top_p = o.top_p;
+  go.sampling.seed = o.seed ? *o.seed : fresh_seed();
+  if (o.stop_at_eos) go.eos = tok.eos_id();
+  const GenerateResult r = generate(model, prompt, go);
+  // The replay: the same forward calls as the generation's (prefill, then one token at a time
+  // through a cache of the same size), traced; tracing leaves the logits bitwise unchanged.
+  const int T = static_cast<int>(prompt.size());
+  KvCache cache(c, std::min(T + o.generate, c.n_positions));
+  steps = json::array();
+  for (std::size_t k = 0; k < r.ids.size(); ++k) {
+    Pass p;
+    const std::vector<std::int32_t> in = k == 0 ? prompt : std::vector<std::int32_t>{r.ids[k - 1]};
+    const int row[1] = {static_cast<int>(in.size()) - 1};
+    ForwardOptions fo;
+    fo.trace = &p.trace;
+    fo.residual_rows = row;
+    p.logits = model.forward(in, cache, fo);
+    p.probs = softmax(p.logits);
+    const std::int32_t id = r.ids[k];
+    const bool known = static_cast<std::size_t>(id) < tok.vocab_size();
+    json st;
+    st["step"] = k;
+    st["position"] = T + static_cast<int>(k) - 1;
+    st["id"] = id;
+    st["text"] = token_text(tok, id);
+    st["token"] = known ? json(tok.token_string(id)) : json(nullptr);
+    st["probability"] = f64(p.probs[id]);
+    st["logit"] = f32(p.logits[id]);
+    st["prediction"] = prediction_json(p, tok, o.top);
+    st["attention"] = step_attention_json(p, c.n_head);
+    st["last_token_attention"] = last_token_attention_json(p, c.n_head);
+    st["attribution"] = attribution_json(p, model, tok, id, std::nullopt);
+    st["logit_lens"] = logit_lens_json(p, model, tok, o.top);
+    steps.push_back(std::move(st));
+  }
+  generation = {{"ids", r.ids},
+                {"text", text::to_valid_utf8(tok.decode(r.ids))},
+                {"stop", stop_name(r.stop)},
+                {"seed", go.sampling.seed},
+                {"temperature", f32(o.temperature)},
+                {"top_k", o.top_k},
+                {"top_p", f32(o.top_p)},
+                {"stop_at_eos", o.stop_at_eos}};
+}
+
 // A target or contrast text as its one token id.
 std::int32_t one_token(const Tokenizer& tok, const std::string& str, int vocab, const char* what) {
   if (str.empty()) throw Error(std::string(what) + " is empty: it must be exactly one token");
@@ -431,7 +602,7 @@ void check_silence(const std::vector<int>& silenced, int T, const char* what) {
 // Everything about one prompt (no "schema", "model", "options", "compare").
 json explain_prompt(const GptModel& model, const Tokenizer& tok, const std::string& prompt, const ExplainOptions& o,
                     const std::vector<int>& silenced, const char* what, Pass* out_pass,
-                    std::optional<std::int32_t> target, std::optional<std::int32_t> contrast) {
+                    std::optional<std::int32_t> target, std::optional<std::int32_t> contrast, const Probe& probe) {
   const GptConfig& c = model.config();
   const std::vector<std::int32_t> ids = encode_prompt(tok, prompt, c.n_positions, c.vocab_size, what);
   const int T = static_cast<int>(ids.size());
@@ -450,6 +621,7 @@ json explain_prompt(const GptModel& model, const Tokenizer& tok, const std::stri
     j["baseline"] = nullptr;
   }
   j["heads"] = heads_json(p, c.n_head);
+  j["head_roles"] = head_roles_json(prompt_role_scores(p, c.n_head), probe, c.n_layer, c.n_head, "prompt");
   j["last_token_attention"] = last_token_attention_json(p, c.n_head);
   json layers = json::array();
   if (o.matrices) {
@@ -468,11 +640,85 @@ json explain_prompt(const GptModel& model, const Tokenizer& tok, const std::stri
   const std::int32_t t = target ? *target : top_ids(p.logits, 1)[0];
   j["attribution"] = attribution_json(p, model, tok, t, contrast);
   j["logit_lens"] = logit_lens_json(p, model, tok, o.top);
+  json generation = nullptr, steps = json::array();
+  if (o.generate > 0) generation_json(model, tok, ids, o, generation, steps);
+  j["generation"] = std::move(generation);
+  j["steps"] = std::move(steps);
   if (out_pass) *out_pass = std::move(p);
   return j;
 }
 
+json model_json(const GptConfig& c, const std::string& name) {
+  return {{"name", text::to_valid_utf8(name)},
+          {"n_layer", c.n_layer},
+          {"n_head", c.n_head},
+          {"n_embd", c.n_embd},
+          {"head_dim", c.head_dim()},
+          {"n_positions", c.n_positions},
+          {"vocab_size", c.vocab_size}};
+}
+
 }  // namespace
+
+std::vector<std::string> head_role_labels(std::optional<double> previous_token, std::optional<double> first_token,
+                                          std::optional<double> self, std::optional<double> induction) {
+  std::vector<std::string> r;
+  if (induction && *induction >= HeadRoleThresholds::induction) r.push_back("induction");
+  if (previous_token && *previous_token >= HeadRoleThresholds::previous_token) r.push_back("previous_token");
+  if (self && *self >= HeadRoleThresholds::self) r.push_back("self");
+  if (first_token && *first_token >= HeadRoleThresholds::first_token) r.push_back("first_token");
+  return r;
+}
+
+std::vector<std::int32_t> role_probe_ids(const GptConfig& config, std::optional<std::int32_t> bos, int* length) {
+  const int b = bos ? 1 : 0;
+  const int available = config.vocab_size - b;
+  const int R = std::min({kRoleProbeLength, (config.n_positions - b) / 2, available});
+  if (length) *length = R < 2 ? 0 : R;
+  if (R < 2) return {};
+  std::uint64_t state = kRoleProbeSeed;
+  auto next = [&state] {  // SplitMix64
+    std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  };
+  std::vector<std::int32_t> half;
+  std::set<std::int32_t> seen;
+  while (static_cast<int>(half.size()) < R) {
+    const auto id = static_cast<std::int32_t>(next() % static_cast<std::uint64_t>(config.vocab_size));
+    if ((bos && id == *bos) || !seen.insert(id).second) continue;
+    half.push_back(id);
+  }
+  std::vector<std::int32_t> ids;
+  if (bos) ids.push_back(*bos);
+  ids.insert(ids.end(), half.begin(), half.end());
+  ids.insert(ids.end(), half.begin(), half.end());
+  return ids;
+}
+
+nlohmann::json head_roles(const GptModel& model, const Tokenizer& tokenizer, const std::optional<std::string>& prompt,
+                          bool swap_qk, const std::string& model_name) {
+  const GptConfig& c = model.config();
+  std::vector<std::int32_t> ids;
+  if (prompt) ids = encode_prompt(tokenizer, *prompt, c.n_positions, c.vocab_size, "the prompt");
+  const Probe probe = run_probe(model, tokenizer, swap_qk);
+  json j;
+  j["schema"] = "jomoim.heads/1";
+  j["model"] = model_json(c, model_name);
+  j["prompt"] = prompt ? json(text::to_valid_utf8(*prompt)) : json(nullptr);
+  j["swap_qk"] = swap_qk;
+  if (prompt) {
+    const Pass p = run_pass(model, ids, {}, swap_qk);
+    j["head_roles"] = head_roles_json(prompt_role_scores(p, c.n_head), probe, c.n_layer, c.n_head, "prompt");
+  } else {
+    // The probe is the prompt; without a probe (a tiny context) only null scores remain.
+    const std::vector<RoleScores> scores =
+        probe.ids.empty() ? std::vector<RoleScores>(static_cast<std::size_t>(c.n_layer) * c.n_head) : probe.own;
+    j["head_roles"] = head_roles_json(scores, probe, c.n_layer, c.n_head, "probe");
+  }
+  return j;
+}
 
 nlohmann::json explain(const GptModel& model, const Tokenizer& tokenizer, const std::string& prompt,
                        const ExplainOptions& options) {
@@ -493,6 +739,19 @@ nlohmann::json explain(const GptModel& model, const Tokenizer& tokenizer, const 
     contrast = one_token(tokenizer, *options.contrast, c.vocab_size, "contrast");
     if (*contrast == *target) throw Error("contrast is the same token as the target");
   }
+  if (options.generate < 0 || options.generate > kMaxExplainSteps)
+    throw Error("generate must be in 0.." + std::to_string(kMaxExplainSteps) + " (new tokens to explain), got " +
+                std::to_string(options.generate));
+  if (options.generate > 0) {
+    if (options.compare) throw Error("generate cannot be combined with compare");
+    if (!options.silence.empty() || options.swap_qk)
+      throw Error("generate cannot be combined with silence or swap_qk: the generation is the plain model's");
+    SamplingOptions so;
+    so.temperature = options.temperature;
+    so.top_k = options.top_k;
+    so.top_p = options.top_p;
+    so.validate();
+  }
   std::vector<int> silenced = options.silence;
   std::sort(silenced.begin(), silenced.end());
   silenced.erase(std::unique(silenced.begin(), silenced.end()), silenced.end());
@@ -500,13 +759,7 @@ nlohmann::json explain(const GptModel& model, const Tokenizer& tokenizer, const 
   const bool col = options.notation == ExplainNotation::col3b1b;
   json j;
   j["schema"] = "jomoim.explain/1";
-  j["model"] = {{"name", text::to_valid_utf8(options.model_name)},
-                {"n_layer", c.n_layer},
-                {"n_head", c.n_head},
-                {"n_embd", c.n_embd},
-                {"head_dim", c.head_dim()},
-                {"n_positions", c.n_positions},
-                {"vocab_size", c.vocab_size}};
+  j["model"] = model_json(c, options.model_name);
   j["notation"] = notation_name(options.notation);
   j["formula"] = col ? "V softmax(K^T Q / sqrt(d))" : "softmax(Q K^T / sqrt(d)) V";
   j["softmax_over"] = col ? "columns" : "rows";
@@ -517,15 +770,21 @@ nlohmann::json explain(const GptModel& model, const Tokenizer& tokenizer, const 
                   {"top", options.top},
                   {"matrices", options.matrices},
                   {"target", options.target ? json(text::to_valid_utf8(*options.target)) : json(nullptr)},
-                  {"contrast", options.contrast ? json(text::to_valid_utf8(*options.contrast)) : json(nullptr)}};
+                  {"contrast", options.contrast ? json(text::to_valid_utf8(*options.contrast)) : json(nullptr)},
+                  {"generate", options.generate}};
+  // The role probe is the model's alone: one pass for both prompts (with swap_qk, not silenced).
+  const Probe probe = run_probe(model, tokenizer, options.swap_qk);
   Pass main_pass;
-  json body = explain_prompt(model, tokenizer, prompt, options, silenced, "the prompt", &main_pass, target, contrast);
+  json body =
+      explain_prompt(model, tokenizer, prompt, options, silenced, "the prompt", &main_pass, target, contrast, probe);
   for (auto& [k, v] : body.items()) j[k] = std::move(v);
   if (options.compare) {
     Pass other;
     json cj = explain_prompt(model, tokenizer, *options.compare, options, silenced, "the compare prompt", &other,
-                             target, contrast);
+                             target, contrast, probe);
     cj["shift"] = shift_json(main_pass, other, tokenizer, options.top, "p", "p_compare");
+    cj.erase("generation");  // generate is refused with compare
+    cj.erase("steps");
     j["compare"] = std::move(cj);
   } else {
     j["compare"] = nullptr;

@@ -236,8 +236,13 @@ class ExplainTerminal(unittest.TestCase):
         w = j["layers"][best["layer"]]["heads"][best["head"]]["weights"]
         self.assertIn(f"{w[3][0]:8.3f}", out)
         # The heads table lists all 8, most focused first.
-        rows = re.findall(r"\n\s+(\d)\s+(\d)\s+([0-9.]+)\s+([0-9.]+)\s{3}", out)
-        self.assertEqual([(int(a), int(b)) for a, b, _, _ in rows], [(h["layer"], h["head"]) for h in j["heads"]])
+        rows = re.findall(r"\n\s+(\d)\s+(\d)\s+([0-9.]+)\s+([0-9.]+)\s+([-0-9.]+)\s+([-0-9.]+)\s+([-0-9.]+)"
+                          r"\s+([-0-9.]+)\s{2}", out)
+        self.assertEqual([(int(r[0]), int(r[1])) for r in rows], [(h["layer"], h["head"]) for h in j["heads"]])
+        # ... with each head's role scores (prev, sink, self, ind) from head_roles.
+        for r in rows:
+            e = j["head_roles"]["heads"][int(r[0]) * j["model"]["n_head"] + int(r[1])]
+            self.assertEqual(list(r[4:]), [f"{e[k]:.2f}" for k in ("previous_token", "first_token", "self", "induction")])
 
     def test_notation_3b1b_says_so_and_transposes(self):
         out = run("--model", self.d, SEED, "--notation", "3b1b", "--layer", "0", "--head", "1").stdout.decode()
@@ -438,6 +443,228 @@ class Attribution(unittest.TestCase):
         self.assertAlmostEqual(float(m.group(1)), a["sum"], places=5)
         lens = [l for l in out.splitlines() if re.match(r"^  (embeddings|layer \d+) ", l)]
         self.assertEqual(len(lens), cfg["n_layer"] + 1, out)
+
+
+def splitmix64_probe(vocab, n_positions, bos):
+    """The role probe as docs/explain.md builds it: R distinct ids by SplitMix64 from seed 1."""
+    b = 0 if bos is None else 1
+    R = min(50, (n_positions - b) // 2, vocab - b)
+    state, half, mask = 1, [], (1 << 64) - 1
+    while len(half) < R:
+        state = (state + 0x9E3779B97F4A7C15) & mask
+        z = state
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+        z ^= z >> 31
+        i = z % vocab
+        if i == bos or i in half:
+            continue
+        half.append(i)
+    return R, ([] if bos is None else [bos]) + half + half
+
+
+def reference_roles(layers, T):
+    """previous_token, first_token, self [n_layer, n_head] from NumPy weights: queries i >= 1."""
+    i = np.arange(1, T)
+    prev = np.array([[l["weights"][h, i, i - 1].mean() for h in range(l["weights"].shape[0])] for l in layers])
+    first = np.array([[l["weights"][h, i, 0].mean() for h in range(l["weights"].shape[0])] for l in layers])
+    self_ = np.array([[l["weights"][h, i, i].mean() for h in range(l["weights"].shape[0])] for l in layers])
+    return prev, first, self_
+
+
+def reference_induction(layers, R, b):
+    r = np.arange(R)
+    return np.array([[l["weights"][h, b + R + r, b + r + 1].mean() for h in range(l["weights"].shape[0])]
+                     for l in layers])
+
+
+THRESHOLDS = {"induction": 0.4, "previous_token": 0.6, "self": 0.6, "first_token": 0.6}
+
+
+def heads_cmd(*args, ok=True):
+    e = dict(os.environ)
+    e.pop("JOMOIM_MODEL", None)
+    e["COLUMNS"] = "100"
+    p = subprocess.run([EXE, "heads", *args], capture_output=True, timeout=120, env=e)
+    if ok and p.returncode != 0:
+        raise AssertionError(f"jomoim heads {' '.join(args)} failed: {p.stderr.decode(errors='replace')}")
+    return p
+
+
+class HeadRoles(unittest.TestCase):
+    def check_roles(self, roles, cfg, w, prompt_ids, swap=False, measured_on="prompt"):
+        L, H = cfg["n_layer"], cfg["n_head"]
+        probe = roles["probe"]
+        # The probe is the documented sequence: the tiny vocabulary's last id is <|endoftext|>.
+        R, ids = splitmix64_probe(cfg["vocab_size"], cfg["n_positions"], cfg["vocab_size"] - 1)
+        self.assertEqual(probe["ids"], ids)
+        self.assertEqual(probe["length"], R)
+        self.assertTrue(probe["bos"])
+        self.assertEqual(probe["seed"], 1)
+        self.assertEqual(len(set(ids[1:R + 1])), R)
+        self.assertEqual(roles["measured_on"], measured_on)
+        self.assertEqual(roles["thresholds"], THRESHOLDS)
+        probe_layers, _ = reference(cfg, w, ids, swap=swap)
+        ind = reference_induction(probe_layers, R, 1)
+        on = ids if measured_on == "probe" else prompt_ids
+        prev, first, self_ = reference_roles(reference(cfg, w, on, swap=swap)[0], len(on))
+        self.assertEqual([(e["layer"], e["head"]) for e in roles["heads"]], [(l, h) for l in range(L) for h in range(H)])
+        for e in roles["heads"]:
+            l, h = e["layer"], e["head"]
+            for key, ref in (("previous_token", prev), ("first_token", first), ("self", self_), ("induction", ind)):
+                self.assertLess(abs(e[key] - ref[l, h]), 2e-4, (key, l, h))
+            want = [k for k in ("induction", "previous_token", "self", "first_token") if e[k] >= THRESHOLDS[k]]
+            self.assertEqual(e["labels"], want, (l, h))
+            self.assertEqual(e["label"], want[0] if want else None)
+        return ind
+
+    def test_explain_roles_match_numpy(self):
+        for name in ["f32", "bf16_gelu_erf"]:
+            d, cfg, w = load_variant(name)
+            j = explain_json("--model", d, SEED2, "--top", "2")
+            self.check_roles(j["head_roles"], cfg, w, [t["id"] for t in j["tokens"]])
+        d, cfg, w = load_variant("f32")
+        j = explain_json("--model", d, SEED, "--compare", SEED2, "--swap-qk", "--top", "2")
+        ind = self.check_roles(j["head_roles"], cfg, w, [t["id"] for t in j["tokens"]], swap=True)
+        self.check_roles(j["compare"]["head_roles"], cfg, w, [t["id"] for t in j["compare"]["tokens"]], swap=True)
+        self.assertEqual([e["induction"] for e in j["head_roles"]["heads"]],
+                         [e["induction"] for e in j["compare"]["head_roles"]["heads"]])
+        one = explain_json("--model", d, "a", "--top", "2")["head_roles"]["heads"]
+        self.assertTrue(all(e["previous_token"] is None and e["self"] is None for e in one), "one token: null")
+        self.assertTrue(all(e["induction"] is not None for e in one))
+        self.assertGreater(ind.size, 0)
+
+    def test_heads_command_json_and_text(self):
+        d, cfg, w = load_variant("f32")
+        j = json.loads(heads_cmd("--model", d, "--json").stdout)
+        self.assertEqual(j["schema"], "jomoim.heads/1")
+        self.assertIsNone(j["prompt"])
+        self.assertEqual(j["model"]["n_layer"], cfg["n_layer"])
+        self.check_roles(j["head_roles"], cfg, w, None, measured_on="probe")
+        jp = json.loads(heads_cmd("--model", d, SEED2, "--json").stdout)
+        ids = [t["id"] for t in explain_json("--model", d, SEED2, "--top", "1")["tokens"]]
+        self.check_roles(jp["head_roles"], cfg, w, ids)
+        self.assertEqual(jp["head_roles"], explain_json("--model", d, SEED2, "--top", "1")["head_roles"])
+        js = json.loads(heads_cmd("--model", d, "--swap-qk", "--json").stdout)
+        self.check_roles(js["head_roles"], cfg, w, None, swap=True, measured_on="probe")
+        out = heads_cmd("--model", d).stdout.decode()
+        rows = [l.split() for l in out.splitlines() if re.match(r"^\s+\d+\s+\d+\s+[-\d.]+", l)]
+        self.assertEqual(len(rows), cfg["n_layer"] * cfg["n_head"], out)
+        names = {"previous_token": "prev-token", "first_token": "sink"}
+        for row, e in zip(rows, j["head_roles"]["heads"]):
+            self.assertEqual([int(row[0]), int(row[1])], [e["layer"], e["head"]])
+            for x, key in zip(row[2:6], ("previous_token", "first_token", "self", "induction")):
+                self.assertEqual(x, f"{e[key]:.2f}")
+            self.assertEqual(row[6], "+".join(names.get(k, k) for k in e["labels"]) or "-")
+        self.assertIn("repeated twice after <|endoftext|>", " ".join(out.split()))
+        p = heads_cmd("--model", d, "x" * 200, ok=False)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertEqual(p.stdout, b"")
+        self.assertEqual(p.stderr.decode().count("\n"), 1)
+        self.assertIn("context", p.stderr.decode())
+
+    def test_explain_terminal_shows_roles(self):
+        d, cfg, _ = load_variant("f32")
+        out = run("--model", d, SEED2).stdout.decode()
+        self.assertIn("ind (induction)", out)
+        head = [l for l in out.splitlines() if l.lstrip().startswith("layer  head   focus")]
+        self.assertEqual(len(head), 1, out)
+        for k in ("prev", "sink", "self", "ind", "role"):
+            self.assertIn(k, head[0])
+
+
+def generate_cmd(*args):
+    e = dict(os.environ)
+    e.pop("JOMOIM_MODEL", None)
+    p = subprocess.run([EXE, "generate", *args, "--json"], capture_output=True, timeout=120, env=e)
+    if p.returncode != 0:
+        raise AssertionError(f"jomoim generate {' '.join(args)} failed: {p.stderr.decode(errors='replace')}")
+    return json.loads(p.stdout)
+
+
+class Generation(unittest.TestCase):
+    def test_steps_are_jomoim_generate_s_tokens(self):
+        d, cfg, w = load_variant("f32")
+        cases = [[], ["--temperature", "0.8", "--seed", "3"], ["--temperature", "1.5", "--top-k", "0", "--seed", "7"],
+                 ["--temperature", "0.9", "--top-p", "0.5", "--seed", "1", "--ignore-eos"]]
+        for extra in cases:
+            gen_extra = extra if extra else ["--temperature", "0"]
+            want = generate_cmd("--model", d, SEED, "-n", "8", *gen_extra)
+            j = explain_json("--model", d, SEED, "--generate", "8", "--top", "3", *extra)
+            self.assertEqual(j["generation"]["ids"], want["ids"], extra)
+            self.assertEqual([s["id"] for s in j["steps"]], want["ids"], extra)
+            self.assertEqual(j["generation"]["stop"], want["stop"], extra)
+            if "--seed" in extra:
+                self.assertEqual(j["generation"]["seed"], want["seed"])
+            self.assertEqual(j["options"]["generate"], 8)
+
+    def test_each_step_against_numpy(self):
+        for name in ["f32", "bf16_gelu_erf"]:
+            d, cfg, w = load_variant(name)
+            j = explain_json("--model", d, SEED2, "--generate", "5", "--temperature", "1", "--seed", "4",
+                             "--top", str(cfg["vocab_size"]))
+            prompt = [t["id"] for t in j["tokens"]]
+            T = len(prompt)
+            ids = j["generation"]["ids"]
+            tol = 2e-4 if name == "f32" else 1e-3
+            for k, st in enumerate(j["steps"]):
+                seq = prompt + ids[:k]
+                layers, probs = reference(cfg, w, seq)
+                self.assertEqual(st["position"], T + k - 1)
+                self.assertEqual(st["id"], ids[k])
+                self.assertLess(abs(st["probability"] - probs[ids[k]]), 1e-4)
+                got = np.zeros(cfg["vocab_size"])
+                for t in st["prediction"]["top"]:
+                    got[t["id"]] = t["probability"]
+                self.assertLess(np.max(np.abs(got - probs)), 1e-4, (name, k))
+                for l, L in enumerate(layers):
+                    self.assertTrue(close(np.array(st["attention"][l]), L["weights"][:, -1, :], tol), (name, k, l))
+                    self.assertTrue(close(st["last_token_attention"]["mean_over_heads"][l],
+                                          L["weights"][:, -1, :].mean(0), tol))
+                ref = reference_attribution(cfg, w, seq, ids[k])
+                a = st["attribution"]
+                scale = max(1.0, np.max(np.abs(ref["by_source"])), np.max(np.abs(ref["mlps"])))
+                for e in a["heads"]:
+                    self.assertLess(np.max(np.abs(np.array(e["by_source"]) - ref["by_source"][e["layer"], e["head"]])),
+                                    (2e-4 if name == "f32" else 2e-3) * scale, (name, k))
+                self.assertLess(abs(a["sum"] - st["logit"]), 1e-4 * scale)
+
+    def test_refusals_are_one_line(self):
+        d, _, _ = load_variant("f32")
+        cases = [
+            (["--generate", "0"], "--generate must be in 1..64, got 0"),
+            (["--generate", "65"], "--generate must be in 1..64, got 65"),
+            (["--generate", "100000000"], "--generate must be in 1..64"),
+            (["--generate", "2", "--compare", SEED2], "--generate cannot be combined with --compare"),
+            (["--generate", "2", "--silence", "0"], "--generate cannot be combined with --silence or --swap-qk"),
+            (["--generate", "2", "--swap-qk"], "--generate cannot be combined with --silence or --swap-qk"),
+            (["--generate", "2", "--temperature", "-1"], "temperature must be a finite number >= 0"),
+            (["--generate", "2", "--top-p", "0"], "top-p must be in (0, 1]"),
+            (["--temperature", "0.8"], "--temperature needs --generate N"),
+            (["--seed", "3", "--top-k", "2"], "--top-k needs --generate N"),
+            (["--ignore-eos"], "--ignore-eos needs --generate N"),
+        ]
+        for extra, part in cases:
+            for js in ([], ["--json"]):
+                p = run("--model", d, SEED, *extra, *js, ok=False)
+                err = p.stderr.decode()
+                self.assertNotEqual(p.returncode, 0, extra)
+                self.assertEqual(p.stdout, b"", extra)
+                self.assertEqual(err.count("\n"), 1, (extra, err))
+                self.assertIn(part, err)
+
+    def test_terminal_shows_every_step(self):
+        d, _, _ = load_variant("f32")
+        out = run("--model", d, SEED, "--generate", "4", "--temperature", "0.8", "--seed", "2").stdout.decode()
+        j = explain_json("--model", d, SEED, "--generate", "4", "--temperature", "0.8", "--seed", "2")
+        self.assertIn("== generation: 4 new tokens (stop: length) ==", out)
+        self.assertIn("seed 2", out)
+        for st in j["steps"]:
+            m = re.search(rf"step {st['step']}: after {st['position']} .* -> (.*) \(p ([0-9.]+), logit", out)
+            self.assertIsNotNone(m, out)
+            self.assertEqual(m.group(1), f'"{st["text"]}"')
+            self.assertEqual(m.group(2), f"{st['probability']:.4f}")
+        self.assertEqual(len(re.findall(r"^  sum of the parts", out, re.M)), 4)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "jomoim/explain/explain.hpp"
+#include "jomoim/model/generate.hpp"
 #include "serve/request.hpp"
 #include "serve/server.hpp"
 #include "serve/static_files.hpp"
@@ -222,6 +223,40 @@ TEST_F(ServeTest, ExplainPassesEveryOption) {
   EXPECT_EQ(json::parse(n->body), direct("I have a lot", summary));
 }
 
+TEST_F(ServeTest, ExplainGeneratesAsADirectCallAndAsGenerate) {
+  jomoim::ExplainOptions o;
+  o.generate = 5;
+  o.temperature = 0.8f;
+  o.top_k = 0;
+  o.top_p = 0.9f;
+  o.seed = 18446744073709551615ull;
+  o.stop_at_eos = false;
+  o.matrices = false;
+  auto r = post("/api/explain", R"({"prompt": "I have a lot", "generate": 5, "temperature": 0.8, "top_k": 0,
+      "top_p": 0.9, "seed": 18446744073709551615, "ignore_eos": true, "matrices": false})");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json got = json::parse(r->body);
+  EXPECT_EQ(got, direct("I have a lot", o));
+  jomoim::GenerateOptions go;
+  go.max_tokens = 5;
+  go.sampling = {0.8f, 0, 0.9f, 18446744073709551615ull};
+  const std::vector<std::int32_t> ids = tokenizer_->encode("I have a lot");
+  EXPECT_EQ(got["generation"]["ids"].get<std::vector<std::int32_t>>(), jomoim::generate(*model_, ids, go).ids);
+  EXPECT_EQ(got["steps"].size(), 5u);
+  // Greedy by default; without a seed the server's answer carries the one it drew.
+  auto g = post("/api/explain", R"({"prompt": "I have a lot", "generate": 3, "matrices": false})");
+  ASSERT_TRUE(g);
+  ASSERT_EQ(g->status, 200) << g->body;
+  const json gj = json::parse(g->body);
+  EXPECT_EQ(gj["generation"]["temperature"], 0.0);
+  EXPECT_TRUE(gj["generation"]["seed"].is_number_unsigned());
+  go.max_tokens = 3;
+  go.sampling.temperature = 0;
+  go.eos = tokenizer_->eos_id();
+  EXPECT_EQ(gj["generation"]["ids"].get<std::vector<std::int32_t>>(), jomoim::generate(*model_, ids, go).ids);
+}
+
 struct Refusal {
   const char* name;
   std::string body;
@@ -241,7 +276,26 @@ TEST_F(ServeTest, BadRequestsGet4xxWithAMessage) {
       {"not an object", "[\"I have a lot\"]", 400, "must be a JSON object"},
       {"empty body", "", 400, "not valid JSON"},
       {"no prompt", R"({"top": 3})", 400, "\"prompt\" is required"},
-      {"unknown field", R"({"prompt": "a", "temperature": 1})", 400, "unknown field \"temperature\""},
+      {"unknown field", R"({"prompt": "a", "tempo": 1})", 400, "unknown field \"tempo\""},
+      {"generate over the limit", R"({"prompt": "a", "generate": 33})", 400, "\"generate\" must be in 0..32"},
+      {"generate negative", R"({"prompt": "a", "generate": -1})", 400, "\"generate\" must be in 0..32"},
+      {"generate float", R"({"prompt": "a", "generate": 2.0})", 400, "\"generate\" must be an integer"},
+      {"generate with compare", R"({"prompt": "a", "generate": 2, "compare": "b"})", 400,
+       "generate cannot be combined with compare"},
+      {"generate with silence", R"({"prompt": "a b", "generate": 2, "silence": [0]})", 400,
+       "generate cannot be combined with silence"},
+      {"temperature not a number", R"({"prompt": "a", "generate": 2, "temperature": "hot"})", 400,
+       "\"temperature\" must be a number"},
+      {"temperature negative", R"({"prompt": "a", "generate": 2, "temperature": -1})", 400,
+       "temperature must be a finite number >= 0"},
+      {"temperature huge", R"({"prompt": "a", "generate": 2, "temperature": 1e300})", 400,
+       "\"temperature\" must be a float32 number"},
+      {"top_p zero", R"({"prompt": "a", "generate": 2, "top_p": 0})", 400, "top-p must be in (0, 1]"},
+      {"top_k negative", R"({"prompt": "a", "generate": 2, "top_k": -1})", 400, "\"top_k\" must be in 0.."},
+      {"seed negative", R"({"prompt": "a", "generate": 2, "seed": -1})", 400, "\"seed\" must be an integer"},
+      {"seed float", R"({"prompt": "a", "generate": 2, "seed": 1.5})", 400, "\"seed\" must be an integer"},
+      {"ignore_eos not a bool", R"({"prompt": "a", "generate": 2, "ignore_eos": 1})", 400,
+       "\"ignore_eos\" must be true or false"},
       {"prompt not a string", R"({"prompt": 42})", 400, "\"prompt\" must be a string"},
       {"target of two tokens", R"({"prompt": "a", "target": "ab"})", 400, "target \"ab\" encodes to 2 tokens"},
       {"target not a string", R"({"prompt": "a", "target": 3})", 400, "\"target\" must be a string"},
@@ -405,6 +459,19 @@ TEST(ServeRequest, DefaultsAndEveryField) {
   EXPECT_TRUE(r.options.silence.empty());
   EXPECT_FALSE(r.options.swap_qk);
   EXPECT_EQ(r.options.top, jomoim::ExplainOptions{}.top);
+  EXPECT_EQ(r.options.generate, 0);
+  EXPECT_EQ(r.options.temperature, 0.0f);
+  EXPECT_FALSE(r.options.seed);
+  EXPECT_TRUE(r.options.stop_at_eos);
+  r = jomoim::serve::parse_explain_request(
+      R"({"prompt": "x", "generate": 32, "temperature": 1, "top_k": 7, "top_p": 0.5, "seed": 12, "ignore_eos": true})",
+      shape);
+  EXPECT_EQ(r.options.generate, 32);
+  EXPECT_EQ(r.options.temperature, 1.0f);
+  EXPECT_EQ(r.options.top_k, 7);
+  EXPECT_EQ(r.options.top_p, 0.5f);
+  EXPECT_EQ(r.options.seed, 12u);
+  EXPECT_FALSE(r.options.stop_at_eos);
   r = jomoim::serve::parse_explain_request(
       R"({"prompt": "", "compare": "y", "layer": 1, "head": 3, "notation": "3b1b", "silence": [47, 0],
           "swap_qk": true, "top": 100, "matrices": false, "target": " of", "contrast": null})",

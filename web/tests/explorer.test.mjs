@@ -136,6 +136,34 @@ test('the grid has a tile per layer and head, coloured by the API\'s focus', asy
   }
 });
 
+test('the grid tiles carry the API\'s head roles: every score, the label and its score', async () => {
+  const want = (await api('/api/explain', plain())).head_roles;
+  assert.equal(want.heads.length, model.n_layer * model.n_head);
+  const tiles = await page.$$eval('#grid .tile', (els) => els.map((e) => ({
+    layer: Number(e.dataset.layer), head: Number(e.dataset.head), role: e.dataset.role,
+    scores: ['previous_token', 'first_token', 'self', 'induction'].map((k) => e.dataset[k]),
+    chip: e.querySelector('.tile-role') ? { role: e.querySelector('.tile-role').dataset.role,
+      value: e.querySelector('.tile-role .role-score').dataset.value, text: e.querySelector('.tile-role').textContent } : null })));
+  let labelled = 0;
+  for (const r of want.heads) {
+    const t = tiles.find((x) => x.layer === r.layer && x.head === r.head);
+    assert.ok(t, `tile L${r.layer} H${r.head}`);
+    assert.deepEqual(t.scores, [r.previous_token, r.first_token, r.self, r.induction].map(String));
+    assert.equal(t.role, r.label || '');
+    if (!r.label) { assert.equal(t.chip, null); continue; }
+    ++labelled;
+    assert.equal(t.chip.role, r.label);
+    assert.equal(t.chip.value, String(r[r.label]));
+    assert.equal(t.chip.text, `${TEXTS.en[`grid.role.${r.label}`]} ${fmt(r[r.label])}`);
+    assert.ok(r[r.label] >= want.thresholds[r.label], 'a label only at its threshold');
+  }
+  for (const r of want.heads)
+    for (const k of ['induction', 'previous_token', 'self', 'first_token'])
+      assert.equal(r.labels.includes(k), r[k] !== null && r[k] >= want.thresholds[k], `L${r.layer} H${r.head} ${k}`);
+  assert.ok(labelled > 0, 'the test model has at least one labelled head on this prompt');
+  await page.locator('#grid-view').screenshot({ path: path.join(artifacts, '11-head-roles.png') });
+});
+
 async function cells() {
   return page.$$eval('#heatmap td', (els) => els.map((e) => ({
     r: Number(e.dataset.row), c: Number(e.dataset.col), v: e.dataset.value, masked: e.classList.contains('masked') })));
@@ -461,5 +489,55 @@ test('a prompt longer than the context is refused with the limit named', async (
     await page.click('#run');
   });
   assert.ok(!(await page.isVisible('#error')));
+  assert.deepEqual(page.failures.filter((f) => !f.includes('/api/')), []);
+});
+
+test('generation: the step slider shows each step\'s attention, prediction and attribution, and the tokens are jomoim generate\'s', async () => {
+  if (await page.isChecked('#compare-on')) await settled(() => page.uncheck('#compare-on'));  // the seed's test left it on
+  await page.fill('#generate', '4');
+  await page.fill('#temperature', '0.8');
+  await page.fill('#gen-seed', '3');
+  await settled(() => page.click('#run'));
+  assert.ok(await page.isVisible('#steps-view'));
+  const want = await api('/api/explain', plain({ generate: 4, temperature: 0.8, seed: 3 }));
+  const cli = JSON.parse(execFileSync(env('JOMOIM_EXE'), ['generate', '--model', env('JOMOIM_TEST_MODEL'), 'I have a lot',
+    '-n', '4', '--temperature', '0.8', '--seed', '3', '--json']).toString());
+  assert.deepEqual(want.generation.ids, cli.ids, 'the steps are jomoim generate\'s tokens with the same seed');
+  assert.equal(want.steps.length, 4);
+  assert.equal(await page.$eval('#step', (e) => e.max), '3');
+  const { L, H } = await page.evaluate(() => {
+    const t = document.querySelector('#grid .tile.selected');
+    return { L: Number(t.dataset.layer), H: Number(t.dataset.head) };
+  });
+  for (let k = 0; k < 4; ++k) {
+    await page.$eval('#step', (e, v) => { e.value = String(v); e.dispatchEvent(new Event('input')); }, k);
+    const st = want.steps[k];
+    assert.equal(await page.$eval('#step-label', (e) => Number(e.dataset.id)), st.id, `step ${k}`);
+    assert.match(await page.textContent('#step-label'), new RegExp(`^${k + 1} of 4: after ${st.position} `));
+    const att = await page.$$eval('#step-tokens .token[data-index]', (els) => els.map((e) => Number(e.dataset.value)));
+    assert.deepEqual(att, st.attention[L][H], `step ${k}: the selected head's attention of the last token`);
+    assert.equal(att.length, want.tokens.length + k);
+    const pred = await page.$$eval('#step-prediction .bar-row', (els) => els.map((e) => [Number(e.dataset.id), Number(e.dataset.value)]));
+    assert.deepEqual(pred, st.prediction.top.map((c) => [c.id, c.probability]), `step ${k}: prediction`);
+    const chosen = await page.$$eval('#step-prediction .bar-row.chosen', (els) => els.map((e) => Number(e.dataset.id)));
+    assert.deepEqual(chosen, st.prediction.top.some((c) => c.id === st.id) ? [st.id] : []);
+    const argued = await page.$$eval('#step-argued .bar-row', (els) => els.map((e) => [Number(e.dataset.index), Number(e.dataset.value)]));
+    for (const [j, v] of argued)
+      assert.equal(v, st.attribution.heads.reduce((a, h) => a + h.by_source[j], 0), `step ${k} source ${j}`);
+    if (k === 2) await page.locator('#steps-view').screenshot({ path: path.join(artifacts, '12-generation-step-2.png') });
+  }
+  // Another head: the same step, that head's row.
+  const L2 = model.n_layer - 1, H2 = model.n_head - 1;
+  await page.click(`#grid .tile[data-layer="${L2}"][data-head="${H2}"]`);
+  const att = await page.$$eval('#step-tokens .token[data-index]', (els) => els.map((e) => Number(e.dataset.value)));
+  assert.deepEqual(att, want.steps[3].attention[L2][H2]);
+  // Comparing turns generation off, and says so.
+  await settled(() => page.check('#compare-on'));
+  assert.ok(!(await page.isVisible('#steps-view')));
+  assert.ok(await page.isVisible('#steps-off'));
+  await settled(() => page.uncheck('#compare-on'));
+  await page.fill('#generate', '0');
+  await settled(() => page.click('#run'));
+  assert.ok(!(await page.isVisible('#steps-view')));
   assert.deepEqual(page.failures.filter((f) => !f.includes('/api/')), []);
 });
