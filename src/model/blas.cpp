@@ -3,6 +3,7 @@
 #include "jomoim/engine/threads.hpp"
 
 #include <cblas.h>
+#include <dnnl.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -33,11 +34,21 @@ void gemm(bool transA, bool transB, int M, int N, int K, float alpha, const floa
         cblas_sgemv(CblasRowMajor, CblasTrans, K, n, alpha, Bs, ldb, A, 1, beta, Cs, 1);
       return;
     }
-    cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans, M, n, K, alpha,
-                A, lda, Bs, ldb, beta, Cs, ldc);
+    // oneDNN's sgemm (AVX-512 where the CPU has it: OpenBLAS 0.3.21 picks its Haswell kernels on
+    // CPUs it does not know, e.g. AMD Zen 5). Inside the parallel region below oneDNN runs on
+    // the calling thread only (it does not nest); see gemm_1 for calls outside it.
+    const dnnl_status_t st =
+        dnnl_sgemm(transA ? 'T' : 'N', transB ? 'T' : 'N', M, n, K, alpha, A, lda, Bs, ldb, beta, Cs, ldc);
+    if (st != dnnl_success)
+      cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans, M, n, K, alpha,
+                  A, lda, Bs, ldb, beta, Cs, ldc);
   };
   if (nt == 1) {
+    // Outside a parallel region oneDNN would start omp_get_max_threads() threads: one here.
+    const int saved = omp_get_max_threads();
+    if (!omp_in_parallel()) omp_set_num_threads(1);
     run(0, N);
+    if (!omp_in_parallel()) omp_set_num_threads(saved);
     return;
   }
 #pragma omp parallel num_threads(nt)

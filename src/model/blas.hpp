@@ -1,4 +1,5 @@
-// Matrix products of the model layers on OpenBLAS, threaded by OpenMP.
+// Matrix products of the model layers on oneDNN (sgemm; OpenBLAS for matrix-vector products),
+// threaded by OpenMP.
 //
 // OpenBLAS's own thread pool and OpenMP's (attention, element-wise kernels) fight over the cores
 // when both are used: each spins while the other works, and on a busy machine a decode step
