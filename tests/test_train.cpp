@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -164,6 +165,34 @@ TEST(BpeTrainer, LearnsFrequentPairsAndRoundTrips) {
   EXPECT_THROW(train_bpe(texts, {256, 2}), Error);
 }
 
+TEST(Documents, SplitOnTheSeparatorOnly) {
+  const std::string sep(kDocumentSeparator);
+  const std::string text = "one" + sep + "two\nlines" + sep;  // the views point into it
+  auto docs = split_documents(text, "t.txt");
+  ASSERT_EQ(docs.size(), 2u);
+  EXPECT_EQ(docs[0], "one");
+  EXPECT_EQ(docs[1], "two\nlines");
+  // Text after the last separator is a document; empty pieces are skipped.
+  const std::string text2 = sep + "a" + sep + sep + "tail";
+  docs = split_documents(text2, "t.txt");
+  ASSERT_EQ(docs.size(), 2u);
+  EXPECT_EQ(docs[0], "a");
+  EXPECT_EQ(docs[1], "tail");
+  // Refused: no separator at all, "<|endoftext|>" that is not a separator, nothing but separators.
+  auto message = [](const std::string& text) {
+    try {
+      split_documents(text, "bad.txt");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message("just one text").find("bad.txt: no document separator"), std::string::npos);
+  EXPECT_NE(message("a <|endoftext|> b" + sep).find("not a separator"), std::string::npos);
+  EXPECT_NE(message("a" + sep + "b<|endoftext|>\n" + sep).find("not a separator"), std::string::npos);
+  EXPECT_NE(message(sep + sep).find("no documents"), std::string::npos);
+}
+
 // --- the training loop ---------------------------------------------------------------------
 
 class Trainer : public ::testing::Test {
@@ -261,6 +290,77 @@ TEST_F(Trainer, LossFallsRunsAreDeterministicAndResumeLosesNothing) {
 
   // A second run into the same folder without --resume is refused.
   EXPECT_THROW(train_gpt(options("a")), Error);
+}
+
+// The corpus format of scripts/make-corpus.sh: documents each followed by "\n<|endoftext|>\n",
+// held out in a second file.
+TEST_F(Trainer, TrainsOnSeparatedDocumentsWithHeldOutFile) {
+  const std::string sep(kDocumentSeparator);
+  std::vector<std::string> train_docs, val_docs;
+  for (int d = 0; d < 24; ++d) {
+    std::ifstream in(root_ / "data" / ("doc" + std::to_string(100 + d) + ".txt"));
+    std::stringstream ss;
+    ss << in.rdbuf();
+    (d < 20 ? train_docs : val_docs).push_back(ss.str());
+  }
+  fs::create_directories(root_ / "corpus");
+  auto write = [&](const fs::path& p, const std::vector<std::string>& docs) {
+    std::ofstream f(p, std::ios::binary);
+    for (const auto& d : docs) f << d << sep;
+  };
+  write(root_ / "corpus" / "train.txt", train_docs);
+  write(root_ / "corpus" / "heldout.txt", val_docs);
+  auto o = options("eot");
+  o.data = {root_ / "corpus" / "train.txt"};
+  o.val_data = {root_ / "corpus" / "heldout.txt"};
+  o.documents = Documents::eot;
+  o.eval_batches = 0;  // every held-out token
+  o.steps = 20;
+  const TrainResult r = train_gpt(o);
+  EXPECT_EQ(r.train_documents, 20);
+  EXPECT_EQ(r.val_documents, 4);
+  // Every document tokenized on its own and followed by the <|endoftext|> id.
+  const Tokenizer tok = Tokenizer::load_dir(o.out);
+  ASSERT_TRUE(tok.eos_id());
+  auto count = [&](const std::vector<std::string>& docs) {
+    std::int64_t n = 0;
+    for (const auto& d : docs) n += static_cast<std::int64_t>(tok.encode(d).size()) + 1;
+    return n;
+  };
+  EXPECT_EQ(r.train_tokens, count(train_docs));
+  EXPECT_EQ(r.val_tokens, count(val_docs));
+  // eval_batches = 0 scores every held-out token that a whole window covers.
+  EXPECT_EQ(r.val_scored_tokens, (r.val_tokens - 1) / o.seq * o.seq);
+  EXPECT_GT(r.bigram_val_loss, 0.0);
+  ASSERT_GT(r.history.back().val_loss, 0.0);
+  // The separator never reached the tokenizer's training: no learned token holds a piece of it.
+  for (std::size_t id = 0; id + 1 < tok.vocab_size(); ++id) {
+    const std::string b = tok.token_bytes(static_cast<std::int32_t>(id));
+    EXPECT_EQ(b.find("<|"), std::string::npos) << b;
+    EXPECT_EQ(b.find("|>"), std::string::npos) << b;
+    EXPECT_EQ(b.find("endoftext"), std::string::npos) << b;
+  }
+  EXPECT_EQ(tok.token_string(*tok.eos_id()), "<|endoftext|>");
+
+  // The same files read as whole documents are refused (they hold separators), and a file
+  // without separators is refused in the corpus format.
+  auto as_files = o;
+  as_files.out = root_ / "eot_files";
+  as_files.documents = Documents::file;
+  EXPECT_THROW(train_gpt(as_files), Error);
+  auto plain = o;
+  plain.out = root_ / "eot_plain";
+  plain.data = {root_ / "data"};
+  EXPECT_THROW(train_gpt(plain), Error);
+  auto missing = o;
+  missing.out = root_ / "eot_missing";
+  missing.val_data = {root_ / "corpus" / "nothing.txt"};
+  EXPECT_THROW(train_gpt(missing), Error);
+  { std::ofstream(root_ / "corpus" / "empty.txt"); }
+  auto empty = o;
+  empty.out = root_ / "eot_empty";
+  empty.val_data = {root_ / "corpus" / "empty.txt"};
+  EXPECT_THROW(train_gpt(empty), Error);
 }
 
 TEST_F(Trainer, RefusesBadOptionsAndData) {

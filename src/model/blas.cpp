@@ -35,13 +35,15 @@ void gemm(bool transA, bool transB, int M, int N, int K, float alpha, const floa
       return;
     }
     // oneDNN's sgemm (AVX-512 where the CPU has it: OpenBLAS 0.3.21 picks its Haswell kernels on
-    // CPUs it does not know, e.g. AMD Zen 5). Inside the parallel region below oneDNN runs on
-    // the calling thread only (it does not nest); see gemm_1 for calls outside it.
-    const dnnl_status_t st =
-        dnnl_sgemm(transA ? 'T' : 'N', transB ? 'T' : 'N', M, n, K, alpha, A, lda, Bs, ldb, beta, Cs, ldc);
-    if (st != dnnl_success)
-      cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans, M, n, K, alpha,
-                  A, lda, Bs, ldb, beta, Cs, ldc);
+    // CPUs it does not know, e.g. AMD Zen 5) for products of some size; OpenBLAS for small ones,
+    // where oneDNN's per-call overhead dominates. Inside the parallel region below oneDNN runs
+    // on the calling thread only (it does not nest); see the nt == 1 case for calls outside it.
+    if (M >= 16 && n >= 16 && K >= 16 &&
+        dnnl_sgemm(transA ? 'T' : 'N', transB ? 'T' : 'N', M, n, K, alpha, A, lda, Bs, ldb, beta, Cs, ldc) ==
+            dnnl_success)
+      return;
+    cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans, M, n, K, alpha,
+                A, lda, Bs, ldb, beta, Cs, ldc);
   };
   if (nt == 1) {
     // Outside a parallel region oneDNN would start omp_get_max_threads() threads: one here.
