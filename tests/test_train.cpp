@@ -52,14 +52,30 @@ void perturb(GptTrainable& m, unsigned seed) {
   for (auto& v : m.values()) v += n(rng);
 }
 
-class Backward : public ::testing::TestWithParam<std::string> {};
+// Products with every dimension >= 16 run on oneDNN, smaller ones on OpenBLAS (model/blas.cpp):
+// `tiny` checks the one, `small16` (16 wide, vocabulary 40, 2 x 8 tokens) the other.
+GptConfig small16(const std::string& act = "gelu_new") {
+  GptConfig c = tiny(act);
+  c.n_embd = 16;
+  c.n_positions = 16;
+  c.vocab_size = 40;
+  return c;
+}
+
+struct BackwardCase {
+  std::string act;
+  bool wide;  // small16 rather than tiny
+};
+
+class Backward : public ::testing::TestWithParam<BackwardCase> {};
 
 TEST_P(Backward, EveryParameterKindMatchesFiniteDifferences) {
-  const std::string act = GetParam();
-  GptTrainable m(tiny(act), 3);
+  const std::string act = GetParam().act;
+  const GptConfig cfg = GetParam().wide ? small16(act) : tiny(act);
+  GptTrainable m(cfg, 3);
   perturb(m, 4);
-  const int B = 2, T = 6;
-  const auto tokens = random_tokens(B, T, 11, 5);
+  const int B = 2, T = GetParam().wide ? 8 : 6;
+  const auto tokens = random_tokens(B, T, cfg.vocab_size, 5);
   m.zero_grads();
   m.loss_and_grad(tokens, B, T);
   const std::vector<float> g = m.grads();
@@ -69,7 +85,7 @@ TEST_P(Backward, EveryParameterKindMatchesFiniteDifferences) {
     // Four entries of each tensor (for embeddings: rows that the batch uses, plus one it does not).
     for (int k = 0; k < 4; ++k) {
       std::size_t i = t.offset + rng() % t.size;
-      if (t.name == "wte.weight" && k == 0) i = t.offset + static_cast<std::size_t>(tokens[0]) * 8 + 3;
+      if (t.name == "wte.weight" && k == 0) i = t.offset + static_cast<std::size_t>(tokens[0]) * cfg.n_embd + 3;
       const float keep = m.values()[i];
       const float h = 1e-2f;
       m.values()[i] = keep + h;
@@ -85,7 +101,40 @@ TEST_P(Backward, EveryParameterKindMatchesFiniteDifferences) {
   EXPECT_EQ(checked, 4 * static_cast<int>(m.layout().size()));
 }
 
-INSTANTIATE_TEST_SUITE_P(Activations, Backward, ::testing::Values("gelu_new", "gelu"));
+// bf16 products (inputs rounded to bfloat16, float32 accumulation): the loss and every
+// tensor's gradient stay close to the float32 ones (which the finite differences check), and
+// validation (loss()) stays float32.
+TEST(Backward, Bf16ProductsStayCloseToFloat32) {
+  for (const std::string act : {"gelu_new", "gelu"}) {
+    GptTrainable m(small16(act), 3);
+    perturb(m, 4);
+    const int B = 2, T = 8;
+    const auto tokens = random_tokens(B, T, 40, 5);
+    m.zero_grads();
+    const double l32 = m.loss_and_grad(tokens, B, T);
+    const std::vector<float> g32 = m.grads();
+    m.set_matmul_precision(MatmulPrecision::bf16);
+    m.zero_grads();
+    const double l16 = m.loss_and_grad(tokens, B, T);
+    const std::vector<float> g16 = m.grads();
+    if (bf16_matmul_native()) EXPECT_NE(l16, l32) << "the bf16 path was not taken";
+    EXPECT_NEAR(l16, l32, 2e-2 * std::abs(l32));
+    EXPECT_EQ(m.loss(tokens, B, T), l32) << "validation multiplies in float32";
+    for (const auto& t : m.layout()) {
+      double diff = 0, norm = 0;
+      for (std::size_t i = t.offset; i < t.offset + t.size; ++i) {
+        diff += (double(g16[i]) - g32[i]) * (double(g16[i]) - g32[i]);
+        norm += double(g32[i]) * g32[i];
+      }
+      EXPECT_LT(std::sqrt(diff), 0.05 * std::sqrt(norm) + 1e-6) << t.name << " (" << act << ")";
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Activations, Backward,
+                         ::testing::Values(BackwardCase{"gelu_new", false}, BackwardCase{"gelu", false},
+                                           BackwardCase{"gelu_new", true}, BackwardCase{"gelu", true}),
+                         [](const auto& info) { return info.param.act + (info.param.wide ? "_onednn" : "_openblas"); });
 
 TEST(Backward, GradientsAccumulateAndScale) {
   GptTrainable m(tiny(), 8);

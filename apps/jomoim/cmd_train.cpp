@@ -36,6 +36,7 @@ struct TrainArgs {
   TrainOptions o;
   std::vector<std::string> data, val_data;
   std::string documents = "file";
+  std::string matmul = "auto";
   std::string out, tokenizer;
   int log_every = 10;
 };
@@ -44,6 +45,8 @@ void run_train(TrainArgs& a) {
   for (const auto& d : a.data) a.o.data.emplace_back(d);
   for (const auto& d : a.val_data) a.o.val_data.emplace_back(d);
   a.o.documents = a.documents == "eot" ? Documents::eot : Documents::file;
+  a.o.matmul =
+      a.matmul == "bf16" || (a.matmul == "auto" && bf16_matmul_native()) ? MatmulPrecision::bf16 : MatmulPrecision::f32;
   a.o.out = a.out;
   a.o.tokenizer = a.tokenizer;
   const bool tty = ::isatty(STDERR_FILENO);
@@ -173,6 +176,11 @@ void add_train_command(CLI::App& app) {
   sub->add_option("--save-every", o.save_every, "steps between checkpoints")->capture_default_str();
   sub->add_option("--seed", o.seed, "seed of initialisation and batch order")->capture_default_str();
   sub->add_option("--threads", o.threads, threads_help)->capture_default_str();
+  sub->add_option("--matmul", a->matmul,
+                  "input precision of the training products: f32, bf16 (rounded inputs; float32 accumulation, "
+                  "weights, gradients and optimizer), auto: bf16 where the CPU has AVX512_BF16")
+      ->check(CLI::IsMember({"auto", "f32", "bf16"}))
+      ->capture_default_str();
   sub->add_option("--log-every", a->log_every, "steps between progress lines when stderr is not a terminal")
       ->capture_default_str();
   sub->add_flag("--resume", o.resume, "continue the run saved in --out");

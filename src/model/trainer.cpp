@@ -93,7 +93,8 @@ json options_json(const TrainOptions& o) {
           {"eval_every", o.eval_every},
           {"eval_batches", o.eval_batches},
           {"seed", o.seed},
-          {"threads", o.threads}};
+          {"threads", o.threads},
+          {"matmul", o.matmul == MatmulPrecision::bf16 ? "bf16" : "f32"}};
 }
 
 json record_json(const TrainRecord& r) {
@@ -373,9 +374,12 @@ TrainResult train_gpt(const TrainOptions& opt, const TrainCallbacks& cb) {
     adam = std::make_unique<AdamW>(model->values().size());
   }
   model->set_threads(opt.threads);
+  model->set_matmul_precision(opt.matmul);
   say("model: " + std::to_string(cfg.n_layer) + " layers, " + std::to_string(cfg.n_head) + " heads, " +
       std::to_string(cfg.n_embd) + " wide, context " + std::to_string(cfg.n_positions) + ", vocabulary " +
-      std::to_string(cfg.vocab_size) + ": " + std::to_string(cfg.parameter_count()) + " parameters");
+      std::to_string(cfg.vocab_size) + ": " + std::to_string(cfg.parameter_count()) + " parameters; products in " +
+      (opt.matmul == MatmulPrecision::bf16 ? std::string("bf16") + (bf16_matmul_native() ? "" : " (emulated: slow)")
+                                           : std::string("float32")));
 
   // Wall-clock training time over every invocation of this run (resumed parts included).
   double seconds_before = 0;
@@ -444,7 +448,7 @@ TrainResult train_gpt(const TrainOptions& opt, const TrainCallbacks& cb) {
       throw Error("training diverged at step " + std::to_string(step) + " (loss is " + std::to_string(loss) +
                   "); lower --lr");
     TrainRecord r;
-    r.grad_norm = clip_grad_norm(model->grads(), opt.clip);
+    r.grad_norm = clip_grad_norm(model->grads(), opt.clip, opt.threads);
     adam->step(*model, lr, AdamWOptions{lr, 0.9, 0.95, 1e-8, opt.weight_decay});
     ++step;
     ++steps_this_run;

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "jomoim/model/model.hpp"
+#include "jomoim/model/train.hpp"
 
 namespace jomoim {
 
@@ -58,6 +59,9 @@ struct TrainOptions {
   int save_every = 500;
   std::uint64_t seed = 1;
   int threads = 0;
+  // The training products' input precision (GptTrainable::set_matmul_precision); validation
+  // always multiplies in float32.
+  MatmulPrecision matmul = MatmulPrecision::f32;
   bool resume = false;
   void validate() const;
 };
