@@ -26,27 +26,11 @@ bool bf16_native() {
 
 namespace {
 
-// float32 -> bfloat16, round to nearest even (NaN stays a quiet NaN).
-inline std::uint16_t to_bf16(float f) {
-  std::uint32_t u;
-  std::memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((u >> 16) | 0x40u);
-  return static_cast<std::uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-
-// rows x cols of src (row stride ld) into dst, compact.
-void convert(const float* src, int rows, int cols, int ld, std::uint16_t* dst, int nt) {
-  const bool par = nt > 1 && static_cast<long>(rows) * cols > 65536;
-#pragma omp parallel for schedule(static) num_threads(nt) if (par)
-  for (int r = 0; r < rows; ++r) {
-    const float* s = src + static_cast<long>(r) * ld;
-    std::uint16_t* d = dst + static_cast<long>(r) * cols;
-    for (int c = 0; c < cols; ++c) d[c] = to_bf16(s[c]);
-  }
-}
-
+// One product's primitives: A and B from float32 to bf16 (oneDNN's reorder, JIT-compiled
+// for the CPU's vector width; round to nearest even), then the matmul.
 struct Bf16Product {
-  dnnl::memory::desc a, b, c;
+  dnnl::memory::desc a32, b32, a, b, c;
+  dnnl::reorder to_a, to_b;
   dnnl::matmul prim;
 };
 
@@ -60,19 +44,21 @@ dnnl::engine& cpu_engine() {
 void gemm_bf16(bool transA, bool transB, int M, int N, int K, const float* A, int lda, const float* B, int ldb,
                bool accumulate, float* C, int ldc, int nt) {
   using dnnl::memory;
-  using Key = std::tuple<bool, bool, int, int, int, int, bool, int>;
+  using Key = std::tuple<bool, bool, int, int, int, int, int, int, bool, int>;
   static std::mutex mu;
   static std::map<Key, std::shared_ptr<Bf16Product>> cache;
   std::shared_ptr<Bf16Product> p;
   {
     std::lock_guard<std::mutex> lock(mu);
-    auto& slot = cache[Key{transA, transB, M, N, K, ldc, accumulate, nt}];
+    auto& slot = cache[Key{transA, transB, M, N, K, lda, ldb, ldc, accumulate, nt}];
     if (!slot) {
       auto q = std::make_shared<Bf16Product>();
       // A and B as compact copies of their stored layouts: A [M, K] or (transA) [K, M], etc.
       q->a = memory::desc({M, K}, memory::data_type::bf16, transA ? memory::dims{1, M} : memory::dims{K, 1});
       q->b = memory::desc({K, N}, memory::data_type::bf16, transB ? memory::dims{1, K} : memory::dims{N, 1});
       q->c = memory::desc({M, N}, memory::data_type::f32, memory::dims{ldc, 1});
+      q->a32 = memory::desc({M, K}, memory::data_type::f32, transA ? memory::dims{1, lda} : memory::dims{lda, 1});
+      q->b32 = memory::desc({K, N}, memory::data_type::f32, transB ? memory::dims{1, ldb} : memory::dims{ldb, 1});
       dnnl::primitive_attr attr;
       if (accumulate) {
         dnnl::post_ops po;
@@ -82,6 +68,8 @@ void gemm_bf16(bool transA, bool transB, int M, int N, int K, const float* A, in
       const int saved = omp_get_max_threads();
       omp_set_num_threads(nt);
       q->prim = dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(q->a, q->b, q->c), attr, cpu_engine()));
+      q->to_a = dnnl::reorder(dnnl::reorder::primitive_desc(cpu_engine(), q->a32, cpu_engine(), q->a));
+      q->to_b = dnnl::reorder(dnnl::reorder::primitive_desc(cpu_engine(), q->b32, cpu_engine(), q->b));
       omp_set_num_threads(saved);
       slot = q;
     }
@@ -90,18 +78,13 @@ void gemm_bf16(bool transA, bool transB, int M, int N, int K, const float* A, in
   thread_local std::vector<std::uint16_t> abuf, bbuf;
   abuf.resize(static_cast<std::size_t>(M) * K);
   bbuf.resize(static_cast<std::size_t>(K) * N);
-  if (transA)
-    convert(A, K, M, lda, abuf.data(), nt);
-  else
-    convert(A, M, K, lda, abuf.data(), nt);
-  if (transB)
-    convert(B, N, K, ldb, bbuf.data(), nt);
-  else
-    convert(B, K, N, ldb, bbuf.data(), nt);
   memory am(p->a, cpu_engine(), abuf.data()), bm(p->b, cpu_engine(), bbuf.data()), cm(p->c, cpu_engine(), C);
+  memory a32(p->a32, cpu_engine(), const_cast<float*>(A)), b32(p->b32, cpu_engine(), const_cast<float*>(B));
   dnnl::stream stream(cpu_engine());
   const int saved = omp_get_max_threads();
   omp_set_num_threads(nt);
+  p->to_a.execute(stream, a32, am);
+  p->to_b.execute(stream, b32, bm);
   p->prim.execute(stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
   stream.wait();
   omp_set_num_threads(saved);
