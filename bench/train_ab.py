@@ -9,7 +9,13 @@ Each pass runs old then new (the order alternates between passes), `jomoim train
 optimizer steps after one warm-up step; a pass's figure is the median tokens/s over its steps
 (trainer.json), and the table shows per binary the median over passes and the median of the
 per-pass ratios. The load average is printed before and after.
+
+--cpu: instead of wall-clock tokens/s, tokens per CPU-second (user + sys of the child), from the
+difference between a run of 1 + --steps steps and a run of 1 step (so setup and tokenizing
+cancel out). Meant for --threads 1, where no thread spins at a barrier: on a machine that
+others load, it still measures the work a step takes when wall-clock figures do not.
 """
+import resource
 import argparse
 import json
 import os
@@ -21,13 +27,22 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def one(binary, args, extra):
+def cpu_seconds():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def one(binary, args, extra, steps=None):
     out = tempfile.mkdtemp(prefix="jomoim-train-ab-")
+    steps = args.steps + 1 if steps is None else steps
     try:
         cmd = [binary, "train", "--data", args.data, "--out", out, "--tokenizer", args.tokenizer, "--layers", "4",
                "--heads", "4", "--embd", "256", "--context", "128", "--batch", "16", "--seq", "128", "--steps",
-               str(args.steps + 1), "--eval-every", "100000", "--eval-batches", "1", "--threads", str(args.threads)]
+               str(steps), "--eval-every", "100000", "--eval-batches", "1", "--threads", str(args.threads)]
+        c0 = cpu_seconds()
         subprocess.run(cmd + extra, check=True, capture_output=True)
+        if args.cpu:
+            return cpu_seconds() - c0
         with open(os.path.join(out, "trainer.json")) as f:
             hist = json.load(f)["history"]
         return statistics.median(r["tokens_per_s"] for r in hist[1:])
@@ -44,6 +59,7 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--passes", type=int, default=5)
     ap.add_argument("--steps", type=int, default=8)
+    ap.add_argument("--cpu", action="store_true", help="tokens per CPU-second (see above)")
     ap.add_argument("extra", nargs="*", help="extra options for the new binary only")
     args = ap.parse_args()
     print("load average before: %.2f %.2f %.2f" % os.getloadavg())
@@ -52,11 +68,15 @@ def main():
         order = [("old", args.old, []), ("new", args.new, args.extra)]
         if p % 2:
             order.reverse()
-        got = {name: one(b, args, x) for name, b, x in order}
+        if args.cpu:
+            got = {name: 16 * 128 * args.steps / (one(b, args, x) - one(b, args, x, steps=1)) for name, b, x in order}
+        else:
+            got = {name: one(b, args, x) for name, b, x in order}
         old.append(got["old"])
         new.append(got["new"])
         ratio.append(got["new"] / got["old"])
-        print("pass %d: old %.0f  new %.0f tokens/s  (%.2fx)" % (p + 1, got["old"], got["new"], ratio[-1]), flush=True)
+        print("pass %d: old %.0f  new %.0f tokens/s%s  (%.2fx)" % (p + 1, got["old"], got["new"], " per CPU-second" if args.cpu else "", ratio[-1]),
+              flush=True)
     print("load average after: %.2f %.2f %.2f" % os.getloadavg())
     print("median of %d passes: old %.0f  new %.0f tokens/s; median ratio %.2fx" %
           (args.passes, statistics.median(old), statistics.median(new), statistics.median(ratio)))
