@@ -2,7 +2,7 @@
 """Training throughput of the default model's configuration: jomoim vs PyTorch 1.13.
 
     /usr/bin/python3 bench/train_bench.py --data build/brown-text [--jomoim build/release/jomoim]
-        [--threads 2] [--passes 3] [--steps 8]
+        [--threads 2] [--passes 3] [--steps 8] [--matmul auto|f32|bf16]
 
 Both train the same architecture (GPT-2 blocks; vocabulary, layers, heads, width, context of
 models/default), with AdamW, the same batch (16 windows) and sequence length (128), the same
@@ -91,7 +91,7 @@ def jomoim_pass(args, tokenizer_dir):
                "--layers", str(CFG["layers"]), "--heads", str(CFG["heads"]), "--embd", str(CFG["embd"]),
                "--context", str(CFG["context"]), "--batch", str(CFG["batch"]), "--seq", str(CFG["seq"]),
                "--steps", str(args.steps + 1), "--eval-every", "100000", "--eval-batches", "1",
-               "--threads", str(args.threads)]
+               "--threads", str(args.threads), "--matmul", args.matmul]
         subprocess.run(cmd, check=True, capture_output=True)
         with open(os.path.join(out, "trainer.json")) as f:
             hist = json.load(f)["history"]
@@ -108,6 +108,8 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--passes", type=int, default=3)
     ap.add_argument("--steps", type=int, default=8)
+    ap.add_argument("--matmul", default="auto", choices=["auto", "f32", "bf16"],
+                    help="jomoim's product precision (auto: bf16 where the CPU has AVX512_BF16)")
     ap.add_argument("--torch-child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.torch_child:
@@ -124,7 +126,7 @@ def main():
     j, t = statistics.median(res["jomoim"]), statistics.median(res["torch"])
     print(f"Training throughput, default model configuration ({CFG['layers']} layers, {CFG['heads']} heads, "
           f"{CFG['embd']} wide, vocabulary {CFG['vocab']}, batch {CFG['batch']} x {CFG['seq']} tokens), "
-          f"{args.threads} threads, medians of {args.passes} passes x {args.steps} steps, "
+          f"{args.threads} threads, jomoim --matmul {args.matmul}, medians of {args.passes} passes x {args.steps} steps, "
           f"{time.strftime('%Y-%m-%d')}, load {os.getloadavg()[0]:.2f}\n")
     print("| | jomoim | PyTorch 1.13 | jomoim / PyTorch |")
     print("|---|---:|---:|---:|")

@@ -9,7 +9,8 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config   # toolchain
   libhwy-dev                                     # Highway: SIMD with run-time dispatch
-  libopenblas-dev                                # OpenBLAS: GEMM
+  libopenblas-dev                                # OpenBLAS: GEMM (matrix-vector products)
+  libdnnl-dev                                    # oneDNN: the model's matrix products (fp32, bf16)
   libcli11-dev nlohmann-json3-dev                # command line, JSON
   libgtest-dev libgmock-dev libbenchmark-dev     # GoogleTest, Google Benchmark
   python3 python3-numpy                          # NumPy interop tests (Debian's /usr/bin/python3)

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -51,14 +52,30 @@ void perturb(GptTrainable& m, unsigned seed) {
   for (auto& v : m.values()) v += n(rng);
 }
 
-class Backward : public ::testing::TestWithParam<std::string> {};
+// Products with every dimension >= 16 run on oneDNN, smaller ones on OpenBLAS (model/blas.cpp):
+// `tiny` checks the one, `small16` (16 wide, vocabulary 40, 2 x 8 tokens) the other.
+GptConfig small16(const std::string& act = "gelu_new") {
+  GptConfig c = tiny(act);
+  c.n_embd = 16;
+  c.n_positions = 16;
+  c.vocab_size = 40;
+  return c;
+}
+
+struct BackwardCase {
+  std::string act;
+  bool wide;  // small16 rather than tiny
+};
+
+class Backward : public ::testing::TestWithParam<BackwardCase> {};
 
 TEST_P(Backward, EveryParameterKindMatchesFiniteDifferences) {
-  const std::string act = GetParam();
-  GptTrainable m(tiny(act), 3);
+  const std::string act = GetParam().act;
+  const GptConfig cfg = GetParam().wide ? small16(act) : tiny(act);
+  GptTrainable m(cfg, 3);
   perturb(m, 4);
-  const int B = 2, T = 6;
-  const auto tokens = random_tokens(B, T, 11, 5);
+  const int B = 2, T = GetParam().wide ? 8 : 6;
+  const auto tokens = random_tokens(B, T, cfg.vocab_size, 5);
   m.zero_grads();
   m.loss_and_grad(tokens, B, T);
   const std::vector<float> g = m.grads();
@@ -68,7 +85,7 @@ TEST_P(Backward, EveryParameterKindMatchesFiniteDifferences) {
     // Four entries of each tensor (for embeddings: rows that the batch uses, plus one it does not).
     for (int k = 0; k < 4; ++k) {
       std::size_t i = t.offset + rng() % t.size;
-      if (t.name == "wte.weight" && k == 0) i = t.offset + static_cast<std::size_t>(tokens[0]) * 8 + 3;
+      if (t.name == "wte.weight" && k == 0) i = t.offset + static_cast<std::size_t>(tokens[0]) * cfg.n_embd + 3;
       const float keep = m.values()[i];
       const float h = 1e-2f;
       m.values()[i] = keep + h;
@@ -84,7 +101,40 @@ TEST_P(Backward, EveryParameterKindMatchesFiniteDifferences) {
   EXPECT_EQ(checked, 4 * static_cast<int>(m.layout().size()));
 }
 
-INSTANTIATE_TEST_SUITE_P(Activations, Backward, ::testing::Values("gelu_new", "gelu"));
+// bf16 products (inputs rounded to bfloat16, float32 accumulation): the loss and every
+// tensor's gradient stay close to the float32 ones (which the finite differences check), and
+// validation (loss()) stays float32.
+TEST(Backward, Bf16ProductsStayCloseToFloat32) {
+  for (const std::string act : {"gelu_new", "gelu"}) {
+    GptTrainable m(small16(act), 3);
+    perturb(m, 4);
+    const int B = 2, T = 8;
+    const auto tokens = random_tokens(B, T, 40, 5);
+    m.zero_grads();
+    const double l32 = m.loss_and_grad(tokens, B, T);
+    const std::vector<float> g32 = m.grads();
+    m.set_matmul_precision(MatmulPrecision::bf16);
+    m.zero_grads();
+    const double l16 = m.loss_and_grad(tokens, B, T);
+    const std::vector<float> g16 = m.grads();
+    if (bf16_matmul_native()) EXPECT_NE(l16, l32) << "the bf16 path was not taken";
+    EXPECT_NEAR(l16, l32, 2e-2 * std::abs(l32));
+    EXPECT_EQ(m.loss(tokens, B, T), l32) << "validation multiplies in float32";
+    for (const auto& t : m.layout()) {
+      double diff = 0, norm = 0;
+      for (std::size_t i = t.offset; i < t.offset + t.size; ++i) {
+        diff += (double(g16[i]) - g32[i]) * (double(g16[i]) - g32[i]);
+        norm += double(g32[i]) * g32[i];
+      }
+      EXPECT_LT(std::sqrt(diff), 0.05 * std::sqrt(norm) + 1e-6) << t.name << " (" << act << ")";
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Activations, Backward,
+                         ::testing::Values(BackwardCase{"gelu_new", false}, BackwardCase{"gelu", false},
+                                           BackwardCase{"gelu_new", true}, BackwardCase{"gelu", true}),
+                         [](const auto& info) { return info.param.act + (info.param.wide ? "_onednn" : "_openblas"); });
 
 TEST(Backward, GradientsAccumulateAndScale) {
   GptTrainable m(tiny(), 8);
@@ -162,6 +212,34 @@ TEST(BpeTrainer, LearnsFrequentPairsAndRoundTrips) {
   const Tokenizer few = train_bpe(texts, {300, 100});
   EXPECT_EQ(few.vocab_size(), 257u);
   EXPECT_THROW(train_bpe(texts, {256, 2}), Error);
+}
+
+TEST(Documents, SplitOnTheSeparatorOnly) {
+  const std::string sep(kDocumentSeparator);
+  const std::string text = "one" + sep + "two\nlines" + sep;  // the views point into it
+  auto docs = split_documents(text, "t.txt");
+  ASSERT_EQ(docs.size(), 2u);
+  EXPECT_EQ(docs[0], "one");
+  EXPECT_EQ(docs[1], "two\nlines");
+  // Text after the last separator is a document; empty pieces are skipped.
+  const std::string text2 = sep + "a" + sep + sep + "tail";
+  docs = split_documents(text2, "t.txt");
+  ASSERT_EQ(docs.size(), 2u);
+  EXPECT_EQ(docs[0], "a");
+  EXPECT_EQ(docs[1], "tail");
+  // Refused: no separator at all, "<|endoftext|>" that is not a separator, nothing but separators.
+  auto message = [](const std::string& text) {
+    try {
+      split_documents(text, "bad.txt");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message("just one text").find("bad.txt: no document separator"), std::string::npos);
+  EXPECT_NE(message("a <|endoftext|> b" + sep).find("not a separator"), std::string::npos);
+  EXPECT_NE(message("a" + sep + "b<|endoftext|>\n" + sep).find("not a separator"), std::string::npos);
+  EXPECT_NE(message(sep + sep).find("no documents"), std::string::npos);
 }
 
 // --- the training loop ---------------------------------------------------------------------
@@ -261,6 +339,77 @@ TEST_F(Trainer, LossFallsRunsAreDeterministicAndResumeLosesNothing) {
 
   // A second run into the same folder without --resume is refused.
   EXPECT_THROW(train_gpt(options("a")), Error);
+}
+
+// The corpus format of scripts/make-corpus.sh: documents each followed by "\n<|endoftext|>\n",
+// held out in a second file.
+TEST_F(Trainer, TrainsOnSeparatedDocumentsWithHeldOutFile) {
+  const std::string sep(kDocumentSeparator);
+  std::vector<std::string> train_docs, val_docs;
+  for (int d = 0; d < 24; ++d) {
+    std::ifstream in(root_ / "data" / ("doc" + std::to_string(100 + d) + ".txt"));
+    std::stringstream ss;
+    ss << in.rdbuf();
+    (d < 20 ? train_docs : val_docs).push_back(ss.str());
+  }
+  fs::create_directories(root_ / "corpus");
+  auto write = [&](const fs::path& p, const std::vector<std::string>& docs) {
+    std::ofstream f(p, std::ios::binary);
+    for (const auto& d : docs) f << d << sep;
+  };
+  write(root_ / "corpus" / "train.txt", train_docs);
+  write(root_ / "corpus" / "heldout.txt", val_docs);
+  auto o = options("eot");
+  o.data = {root_ / "corpus" / "train.txt"};
+  o.val_data = {root_ / "corpus" / "heldout.txt"};
+  o.documents = Documents::eot;
+  o.eval_batches = 0;  // every held-out token
+  o.steps = 20;
+  const TrainResult r = train_gpt(o);
+  EXPECT_EQ(r.train_documents, 20);
+  EXPECT_EQ(r.val_documents, 4);
+  // Every document tokenized on its own and followed by the <|endoftext|> id.
+  const Tokenizer tok = Tokenizer::load_dir(o.out);
+  ASSERT_TRUE(tok.eos_id());
+  auto count = [&](const std::vector<std::string>& docs) {
+    std::int64_t n = 0;
+    for (const auto& d : docs) n += static_cast<std::int64_t>(tok.encode(d).size()) + 1;
+    return n;
+  };
+  EXPECT_EQ(r.train_tokens, count(train_docs));
+  EXPECT_EQ(r.val_tokens, count(val_docs));
+  // eval_batches = 0 scores every held-out token that a whole window covers.
+  EXPECT_EQ(r.val_scored_tokens, (r.val_tokens - 1) / o.seq * o.seq);
+  EXPECT_GT(r.bigram_val_loss, 0.0);
+  ASSERT_GT(r.history.back().val_loss, 0.0);
+  // The separator never reached the tokenizer's training: no learned token holds a piece of it.
+  for (std::size_t id = 0; id + 1 < tok.vocab_size(); ++id) {
+    const std::string b = tok.token_bytes(static_cast<std::int32_t>(id));
+    EXPECT_EQ(b.find("<|"), std::string::npos) << b;
+    EXPECT_EQ(b.find("|>"), std::string::npos) << b;
+    EXPECT_EQ(b.find("endoftext"), std::string::npos) << b;
+  }
+  EXPECT_EQ(tok.token_string(*tok.eos_id()), "<|endoftext|>");
+
+  // The same files read as whole documents are refused (they hold separators), and a file
+  // without separators is refused in the corpus format.
+  auto as_files = o;
+  as_files.out = root_ / "eot_files";
+  as_files.documents = Documents::file;
+  EXPECT_THROW(train_gpt(as_files), Error);
+  auto plain = o;
+  plain.out = root_ / "eot_plain";
+  plain.data = {root_ / "data"};
+  EXPECT_THROW(train_gpt(plain), Error);
+  auto missing = o;
+  missing.out = root_ / "eot_missing";
+  missing.val_data = {root_ / "corpus" / "nothing.txt"};
+  EXPECT_THROW(train_gpt(missing), Error);
+  { std::ofstream(root_ / "corpus" / "empty.txt"); }
+  auto empty = o;
+  empty.out = root_ / "eot_empty";
+  empty.val_data = {root_ / "corpus" / "empty.txt"};
+  EXPECT_THROW(train_gpt(empty), Error);
 }
 
 TEST_F(Trainer, RefusesBadOptionsAndData) {

@@ -5,6 +5,7 @@
 // exits with status 130; `--resume` continues from it.
 #include <unistd.h>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
@@ -33,18 +34,47 @@ std::string duration(double s) {
 
 struct TrainArgs {
   TrainOptions o;
-  std::vector<std::string> data;
+  std::vector<std::string> data, val_data;
+  std::string documents = "file";
+  std::string matmul = "auto";
   std::string out, tokenizer;
   int log_every = 10;
 };
 
 void run_train(TrainArgs& a) {
   for (const auto& d : a.data) a.o.data.emplace_back(d);
+  for (const auto& d : a.val_data) a.o.val_data.emplace_back(d);
+  a.o.documents = a.documents == "eot" ? Documents::eot : Documents::file;
+  a.o.matmul =
+      a.matmul == "bf16" || (a.matmul == "auto" && bf16_matmul_native()) ? MatmulPrecision::bf16 : MatmulPrecision::f32;
   a.o.out = a.out;
   a.o.tokenizer = a.tokenizer;
   const bool tty = ::isatty(STDERR_FILENO);
   TrainCallbacks cb;
   cb.log = [&](const std::string& s) { std::fprintf(stderr, "%s%s\n", tty ? "\r\033[K" : "", s.c_str()); };
+  // Long phases before training: redrawn in place on a terminal; otherwise a line at most every
+  // 5 s, and the phase's end when a line was printed for it.
+  std::string phase;
+  auto phase_start = std::chrono::steady_clock::now(), last_line = phase_start;
+  bool phase_printed = false;
+  cb.progress = [&](const std::string& what, double done, double total) {
+    const double f = total > 0 ? done / total : 1.0;
+    const auto now = std::chrono::steady_clock::now();
+    if (what != phase) {
+      phase = what;
+      phase_start = last_line = now;
+      phase_printed = false;
+    }
+    if (tty) {
+      std::fprintf(stderr, "\r\033[K%s: %.0f%%%s", what.c_str(), 100 * f, f >= 1.0 ? "\n" : "");
+    } else if (f >= 1.0 ? phase_printed : now - last_line >= std::chrono::seconds(5)) {
+      std::fprintf(stderr, "%s: %.0f%% (%.0f s)\n", what.c_str(), 100 * f,
+                   std::chrono::duration<double>(now - phase_start).count());
+      last_line = now;
+      phase_printed = true;
+    }
+    std::fflush(stderr);
+  };
   cb.step = [&](const TrainRecord& r, std::int64_t total, double eta) {
     const bool eval = r.val_loss >= 0;
     if (tty) {
@@ -108,7 +138,14 @@ void add_train_command(CLI::App& app) {
   o.model.vocab_size = 1;  // from the tokenizer
   CLI::App* sub =
       app.add_subcommand("train", "Train a GPT-2-architecture model on text files (writes a model directory)");
-  sub->add_option("--data", a->data, "text files, or folders of .txt files (each file is one document)")->required();
+  sub->add_option("--data", a->data, "training text: files, or folders of .txt files")->required();
+  auto* val = sub->add_option("--val-data", a->val_data,
+                              "held-out text for validation (files or folders), instead of --val-fraction");
+  sub->add_option("--documents", a->documents,
+                  "what a document is: 'file' (each file), or 'eot' (each piece of a file ended by "
+                  "\"\\n<|endoftext|>\\n\", the format of scripts/make-corpus.sh)")
+      ->check(CLI::IsMember({"file", "eot"}))
+      ->capture_default_str();
   sub->add_option("--out", a->out, "model directory to write (config.json, model.safetensors, vocab.json, merges.txt)")
       ->required();
   sub->add_option("--tokenizer", a->tokenizer,
@@ -129,13 +166,21 @@ void add_train_command(CLI::App& app) {
   sub->add_option("--weight-decay", o.weight_decay, "AdamW weight decay (matrices and embeddings)")
       ->capture_default_str();
   sub->add_option("--clip", o.clip, "clip the global gradient norm to this (0: off)")->capture_default_str();
-  sub->add_option("--val-fraction", o.val_fraction, "share of documents held out for validation")
-      ->capture_default_str();
+  sub->add_option("--val-fraction", o.val_fraction, "share of documents held out for validation (without --val-data)")
+      ->capture_default_str()
+      ->excludes(val);
   sub->add_option("--eval-every", o.eval_every, "steps between validation losses")->capture_default_str();
-  sub->add_option("--eval-batches", o.eval_batches, "batches per validation")->capture_default_str();
+  sub->add_option("--eval-batches", o.eval_batches,
+                  "batches per validation, evenly spread over the held-out tokens (0: every held-out token)")
+      ->capture_default_str();
   sub->add_option("--save-every", o.save_every, "steps between checkpoints")->capture_default_str();
   sub->add_option("--seed", o.seed, "seed of initialisation and batch order")->capture_default_str();
   sub->add_option("--threads", o.threads, threads_help)->capture_default_str();
+  sub->add_option("--matmul", a->matmul,
+                  "input precision of the training products: f32, bf16 (rounded inputs; float32 accumulation, "
+                  "weights, gradients and optimizer), auto: bf16 where the CPU has AVX512_BF16")
+      ->check(CLI::IsMember({"auto", "f32", "bf16"}))
+      ->capture_default_str();
   sub->add_option("--log-every", a->log_every, "steps between progress lines when stderr is not a terminal")
       ->capture_default_str();
   sub->add_flag("--resume", o.resume, "continue the run saved in --out");

@@ -3,15 +3,106 @@
 #include "jomoim/engine/threads.hpp"
 
 #include <cblas.h>
+#include <dnnl.h>
 #include <omp.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <memory>
 #include <mutex>
+#include <tuple>
+#include <vector>
+
+#include <dnnl.hpp>
 
 namespace jomoim::model_blas {
 
+bool bf16_native() {
+  static const bool yes = __builtin_cpu_supports("avx512bf16");
+  return yes;
+}
+
+namespace {
+
+// One product's primitives: A and B from float32 to bf16 (oneDNN's reorder, JIT-compiled
+// for the CPU's vector width; round to nearest even), then the matmul.
+struct Bf16Product {
+  dnnl::memory::desc a32, b32, a, b, c;
+  dnnl::reorder to_a, to_b;
+  dnnl::matmul prim;
+};
+
+dnnl::engine& cpu_engine() {
+  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+
+// C = op(A) op(B) (+ C when accumulate), A and B in bf16, on nt threads (oneDNN's own split
+// of the product; the primitive is made once per shape, thread count and layout).
+void gemm_bf16(bool transA, bool transB, int M, int N, int K, const float* A, int lda, const float* B, int ldb,
+               bool accumulate, float* C, int ldc, int nt) {
+  using dnnl::memory;
+  using Key = std::tuple<bool, bool, int, int, int, int, int, int, bool, int>;
+  static std::mutex mu;
+  static std::map<Key, std::shared_ptr<Bf16Product>> cache;
+  std::shared_ptr<Bf16Product> p;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto& slot = cache[Key{transA, transB, M, N, K, lda, ldb, ldc, accumulate, nt}];
+    if (!slot) {
+      auto q = std::make_shared<Bf16Product>();
+      // A and B as compact copies of their stored layouts: A [M, K] or (transA) [K, M], etc.
+      q->a = memory::desc({M, K}, memory::data_type::bf16, transA ? memory::dims{1, M} : memory::dims{K, 1});
+      q->b = memory::desc({K, N}, memory::data_type::bf16, transB ? memory::dims{1, K} : memory::dims{N, 1});
+      q->c = memory::desc({M, N}, memory::data_type::f32, memory::dims{ldc, 1});
+      q->a32 = memory::desc({M, K}, memory::data_type::f32, transA ? memory::dims{1, lda} : memory::dims{lda, 1});
+      q->b32 = memory::desc({K, N}, memory::data_type::f32, transB ? memory::dims{1, ldb} : memory::dims{ldb, 1});
+      dnnl::primitive_attr attr;
+      if (accumulate) {
+        dnnl::post_ops po;
+        po.append_sum(1.0f);
+        attr.set_post_ops(po);
+      }
+      const int saved = omp_get_max_threads();
+      omp_set_num_threads(nt);
+      q->prim = dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(q->a, q->b, q->c), attr, cpu_engine()));
+      q->to_a = dnnl::reorder(dnnl::reorder::primitive_desc(cpu_engine(), q->a32, cpu_engine(), q->a));
+      q->to_b = dnnl::reorder(dnnl::reorder::primitive_desc(cpu_engine(), q->b32, cpu_engine(), q->b));
+      omp_set_num_threads(saved);
+      slot = q;
+    }
+    p = slot;
+  }
+  thread_local std::vector<std::uint16_t> abuf, bbuf;
+  abuf.resize(static_cast<std::size_t>(M) * K);
+  bbuf.resize(static_cast<std::size_t>(K) * N);
+  memory am(p->a, cpu_engine(), abuf.data()), bm(p->b, cpu_engine(), bbuf.data()), cm(p->c, cpu_engine(), C);
+  memory a32(p->a32, cpu_engine(), const_cast<float*>(A)), b32(p->b32, cpu_engine(), const_cast<float*>(B));
+  dnnl::stream stream(cpu_engine());
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(nt);
+  p->to_a.execute(stream, a32, am);
+  p->to_b.execute(stream, b32, bm);
+  p->prim.execute(stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+  stream.wait();
+  omp_set_num_threads(saved);
+}
+
+}  // namespace
+
 void gemm(bool transA, bool transB, int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb,
-          float beta, float* C, int ldc, int threads) {
+          float beta, float* C, int ldc, int threads, Precision precision) {
+  if (precision == Precision::bf16 && alpha == 1.0f && (beta == 0.0f || beta == 1.0f) && M >= 16 && N >= 16 &&
+      K >= 16 && !omp_in_parallel()) {
+    try {
+      gemm_bf16(transA, transB, M, N, K, A, lda, B, ldb, beta == 1.0f, C, ldc, resolve_threads(threads));
+      return;
+    } catch (const dnnl::error&) {
+      // No bf16 matmul for this CPU (oneDNN needs AVX-512 at least): float32 below.
+    }
+  }
   static std::once_flag single;
   std::call_once(single, [] { openblas_set_num_threads(1); });
   if (M <= 0 || N <= 0) return;
@@ -33,11 +124,23 @@ void gemm(bool transA, bool transB, int M, int N, int K, float alpha, const floa
         cblas_sgemv(CblasRowMajor, CblasTrans, K, n, alpha, Bs, ldb, A, 1, beta, Cs, 1);
       return;
     }
+    // oneDNN's sgemm (AVX-512 where the CPU has it: OpenBLAS 0.3.21 picks its Haswell kernels on
+    // CPUs it does not know, e.g. AMD Zen 5) for products of some size; OpenBLAS for small ones,
+    // where oneDNN's per-call overhead dominates. Inside the parallel region below oneDNN runs
+    // on the calling thread only (it does not nest); see the nt == 1 case for calls outside it.
+    if (M >= 16 && n >= 16 && K >= 16 &&
+        dnnl_sgemm(transA ? 'T' : 'N', transB ? 'T' : 'N', M, n, K, alpha, A, lda, Bs, ldb, beta, Cs, ldc) ==
+            dnnl_success)
+      return;
     cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans, M, n, K, alpha,
                 A, lda, Bs, ldb, beta, Cs, ldc);
   };
   if (nt == 1) {
+    // Outside a parallel region oneDNN would start omp_get_max_threads() threads: one here.
+    const int saved = omp_get_max_threads();
+    if (!omp_in_parallel()) omp_set_num_threads(1);
     run(0, N);
+    if (!omp_in_parallel()) omp_set_num_threads(saved);
     return;
   }
 #pragma omp parallel num_threads(nt)

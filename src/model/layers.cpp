@@ -20,9 +20,10 @@ void embed(const float* wte, const float* wpe, int C, const std::int32_t* ids, i
   }
 }
 
-void linear(const float* x, int N, int in, int out, const float* W, const float* b, float* y, int threads) {
+void linear(const float* x, int N, int in, int out, const float* W, const float* b, float* y, int threads,
+            model_blas::Precision precision) {
   for (int n = 0; n < N; ++n) std::memcpy(y + static_cast<std::size_t>(n) * out, b, sizeof(float) * out);
-  model_blas::gemm(false, false, N, out, in, 1.0f, x, in, W, out, 1.0f, y, out, threads);
+  model_blas::gemm(false, false, N, out, in, 1.0f, x, in, W, out, 1.0f, y, out, threads, precision);
 }
 
 void layer_norm(const float* x, int N, int C, const float* g, const float* b, float eps, float* y, float* mean,
@@ -69,8 +70,9 @@ void add(float* y, const float* x, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) y[i] += x[i];
 }
 
-void tied_head(const float* h, int N, int C, const float* wte, int V, float* logits, int threads) {
-  model_blas::gemm(false, true, N, V, C, 1.0f, h, C, wte, C, 0.0f, logits, V, threads);
+void tied_head(const float* h, int N, int C, const float* wte, int V, float* logits, int threads,
+               model_blas::Precision precision) {
+  model_blas::gemm(false, true, N, V, C, 1.0f, h, C, wte, C, 0.0f, logits, V, threads, precision);
 }
 
 }  // namespace jomoim::layers

@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "blas.hpp"
 #include "jomoim/core/tensor.hpp"
 #include "jomoim/engine/threads.hpp"
 
@@ -54,7 +55,9 @@ void for_chunks(std::size_t n, int threads, Fn&& fn) {
 void embed(const float* wte, const float* wpe, int C, const std::int32_t* ids, int T, int first_position, float* x);
 
 // y[N, out] = x[N, in] W[in, out] + b  (row-major, W as GPT-2's Conv1D stores it; OpenBLAS).
-void linear(const float* x, int N, int in, int out, const float* W, const float* b, float* y, int threads);
+// precision: of the product's inputs (model_blas::Precision; training may take bf16).
+void linear(const float* x, int N, int in, int out, const float* W, const float* b, float* y, int threads,
+            model_blas::Precision precision = model_blas::Precision::f32);
 
 // y = (x - mean) * rstd * g + b over each row of x[N, C]; y may alias x. Statistics in double:
 // cheap at these sizes and independent of summation order. Stores each row's mean and rstd =
@@ -73,7 +76,8 @@ inline float gelu_erf(float x) { return 0.5f * x * (1.0f + std::erf(x * 0.707106
 void add(float* y, const float* x, std::size_t n);
 
 // logits[N, V] = h[N, C] wte^T: the output head tied to the token embedding.
-void tied_head(const float* h, int N, int C, const float* wte, int V, float* logits, int threads);
+void tied_head(const float* h, int N, int C, const float* wte, int V, float* logits, int threads,
+               model_blas::Precision precision = model_blas::Precision::f32);
 
 // The heads of N = B x T rows of `row_stride` floats as a [B, H, T, D] view: head h is columns
 // h*D .. h*D + D - 1 of each row. Q, K and V read straight out of the fused qkv rows (row_stride

@@ -51,12 +51,17 @@ class Normal {
 
 // dx = dy W^T (overwrites dx), dW += x^T dy, db += colsum(dy).
 void linear_bwd(const float* x, const float* dy, int N, int in, int out, const float* W, float* dx, float* dW,
-                float* db, int nt) {
-  if (dx) model_blas::gemm(false, true, N, in, out, 1.0f, dy, out, W, out, 0.0f, dx, in, nt);
-  model_blas::gemm(true, false, in, out, N, 1.0f, x, in, dy, out, 1.0f, dW, out, nt);
-  for (int n = 0; n < N; ++n) {
-    const float* r = dy + static_cast<std::size_t>(n) * out;
-    for (int j = 0; j < out; ++j) db[j] += r[j];
+                float* db, int nt, model_blas::Precision prec) {
+  if (dx) model_blas::gemm(false, true, N, in, out, 1.0f, dy, out, W, out, 0.0f, dx, in, nt, prec);
+  model_blas::gemm(true, false, in, out, N, 1.0f, x, in, dy, out, 1.0f, dW, out, nt, prec);
+  // Column sums, split by columns (each column summed in row order by one thread).
+#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && static_cast <long>(N) * out > 65536)
+  for (int j0 = 0; j0 < out; j0 += 64) {
+    const int j1 = std::min(out, j0 + 64);
+    for (int n = 0; n < N; ++n) {
+      const float* r = dy + static_cast<std::size_t>(n) * out;
+      for (int j = j0; j < j1; ++j) db[j] += r[j];
+    }
   }
 }
 
@@ -82,12 +87,17 @@ void layer_norm_bwd(const float* x, const float* dy, int N, int C, const float* 
       dxr[i] += static_cast<float>(rstd[n] * (dxhat - a - xhat * bq));
     }
   }
-  for (int n = 0; n < N; ++n) {
-    const float* xr = x + static_cast<std::size_t>(n) * C;
-    const float* dyr = dy + static_cast<std::size_t>(n) * C;
-    for (int i = 0; i < C; ++i) {
-      dg[i] += dyr[i] * ((xr[i] - mean[n]) * rstd[n]);
-      db[i] += dyr[i];
+  // Gain and bias sums, split by columns (each column summed in row order by one thread).
+#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && N * C > 65536)
+  for (int i0 = 0; i0 < C; i0 += 32) {
+    const int i1 = std::min(C, i0 + 32);
+    for (int n = 0; n < N; ++n) {
+      const float* xr = x + static_cast<std::size_t>(n) * C;
+      const float* dyr = dy + static_cast<std::size_t>(n) * C;
+      for (int i = i0; i < i1; ++i) {
+        dg[i] += dyr[i] * ((xr[i] - mean[n]) * rstd[n]);
+        db[i] += dyr[i];
+      }
     }
   }
 }
@@ -108,11 +118,23 @@ void gelu_bwd(const float* x, const float* dy, float* dx, std::size_t n, bool ex
   });
 }
 
-struct BlockOffsets {
-  std::size_t ln1w, ln1b, attnw, attnb, projw, projb, ln2w, ln2b, fcw, fcb, mprojw, mprojb;
+// Saved activations, per layer: block input, LN1 out + stats, qkv, attention out + lse,
+// mid residual, LN2 out + stats, MLP pre-activation and activation.
+struct Saved {
+  std::vector<float> x, h1, mean1, rstd1, qkv, att, lse, xmid, h2, mean2, rstd2, fpre, fact;
 };
 
 }  // namespace
+
+// Kept between calls: resizing a vector within its capacity does not reallocate, so after the
+// first step no buffer is allocated (nor page-faulted in) again.
+struct GptTrainable::Buffers {
+  std::vector<Saved> S;
+  std::vector<float> x, tmp, hf, meanf, rstdf, logits, dh, dx, dF, dqkv, datt, dq, dk, dv;
+  std::vector<double> row_loss;
+};
+
+bool bf16_matmul_native() { return model_blas::bf16_native(); }
 
 // --- layout ------------------------------------------------------------------------------
 
@@ -251,13 +273,14 @@ double GptTrainable::run(std::span<const std::int32_t> tokens, int B, int T, boo
   auto in_id = [&](std::size_t n) { return tokens[(n / T) * (T + 1) + n % T]; };
   auto target = [&](std::size_t n) { return tokens[(n / T) * (T + 1) + n % T + 1]; };
 
-  // Saved activations, per layer: block input, LN1 out + stats, qkv, attention out + lse,
-  // mid residual, LN2 out + stats, MLP pre-activation and activation.
-  struct Saved {
-    std::vector<float> x, h1, mean1, rstd1, qkv, att, lse, xmid, h2, mean2, rstd2, fpre, fact;
-  };
-  std::vector<Saved> S(L);
-  std::vector<float> x(NC);
+  if (!buffers_) buffers_ = std::make_shared<Buffers>();
+  Buffers& W = *buffers_;
+  const model_blas::Precision prec =
+      backward && precision_ == MatmulPrecision::bf16 ? model_blas::Precision::bf16 : model_blas::Precision::f32;
+  W.S.resize(L);
+  std::vector<Saved>& S = W.S;
+  std::vector<float>& x = W.x;
+  x.resize(NC);
   for (int b = 0; b < B; ++b)
     layers::embed(P.wte, P.wpe, C, tokens.data() + static_cast<std::size_t>(b) * (T + 1), T, 0,
                   x.data() + static_cast<std::size_t>(b) * T * C);
@@ -271,7 +294,7 @@ double GptTrainable::run(std::span<const std::int32_t> tokens, int B, int T, boo
 
   for (int l = 0; l < L; ++l) {
     const BlockParams& bp = P.blocks[l];
-    Saved& s = S[l];
+    Saved& s = S[backward ? l : 0];  // validation keeps one layer's activations at a time
     s.x = x;
     s.h1.resize(NC);
     s.mean1.resize(N);
@@ -279,15 +302,16 @@ double GptTrainable::run(std::span<const std::int32_t> tokens, int B, int T, boo
     layers::layer_norm(x.data(), N, C, bp.ln_1.weight, bp.ln_1.bias, c.layer_norm_epsilon, s.h1.data(), s.mean1.data(),
                        s.rstd1.data(), nt);
     s.qkv.resize(N * 3 * C);
-    layers::linear(s.h1.data(), N, C, 3 * C, bp.c_attn.weight, bp.c_attn.bias, s.qkv.data(), nt);
+    layers::linear(s.h1.data(), N, C, 3 * C, bp.c_attn.weight, bp.c_attn.bias, s.qkv.data(), nt, prec);
     s.att.resize(NC);
     s.lse.resize(static_cast<std::size_t>(B) * H * T);
     AttentionOptions o = ao;
     o.lse = Tensor3::contiguous(s.lse.data(), {B, H, T});
     attention(cview(qkv_view(s.qkv.data(), 0)), cview(qkv_view(s.qkv.data(), 1)), cview(qkv_view(s.qkv.data(), 2)),
               rows_view(s.att.data()), o);
-    std::vector<float> tmp(NC);
-    layers::linear(s.att.data(), N, C, C, bp.c_proj.weight, bp.c_proj.bias, tmp.data(), nt);
+    std::vector<float>& tmp = W.tmp;
+    tmp.resize(NC);
+    layers::linear(s.att.data(), N, C, C, bp.c_proj.weight, bp.c_proj.bias, tmp.data(), nt, prec);
     layers::add(x.data(), tmp.data(), NC);
     s.xmid = x;
     s.h2.resize(NC);
@@ -297,20 +321,24 @@ double GptTrainable::run(std::span<const std::int32_t> tokens, int B, int T, boo
                        s.rstd2.data(), nt);
     s.fpre.resize(N * F);
     s.fact.resize(N * F);
-    layers::linear(s.h2.data(), N, C, F, bp.c_fc.weight, bp.c_fc.bias, s.fpre.data(), nt);
+    layers::linear(s.h2.data(), N, C, F, bp.c_fc.weight, bp.c_fc.bias, s.fpre.data(), nt, prec);
     layers::gelu(s.fpre.data(), s.fact.data(), s.fpre.size(), exact, nt);
-    layers::linear(s.fact.data(), N, F, C, bp.mlp_proj.weight, bp.mlp_proj.bias, tmp.data(), nt);
+    layers::linear(s.fact.data(), N, F, C, bp.mlp_proj.weight, bp.mlp_proj.bias, tmp.data(), nt, prec);
     layers::add(x.data(), tmp.data(), NC);
-    if (!backward) s = Saved{};  // validation keeps nothing
   }
-  std::vector<float> hf(NC), meanf(N), rstdf(N);
+  std::vector<float>&hf = W.hf, &meanf = W.meanf, &rstdf = W.rstdf;
+  hf.resize(NC);
+  meanf.resize(N);
+  rstdf.resize(N);
   layers::layer_norm(x.data(), N, C, P.ln_f.weight, P.ln_f.bias, c.layer_norm_epsilon, hf.data(), meanf.data(),
                      rstdf.data(), nt);
-  std::vector<float> logits(N * V);
-  layers::tied_head(hf.data(), N, C, P.wte, V, logits.data(), nt);
+  std::vector<float>& logits = W.logits;
+  logits.resize(N * V);
+  layers::tied_head(hf.data(), N, C, P.wte, V, logits.data(), nt, prec);
 
   // Softmax cross-entropy; logits become dlogits = (softmax - onehot) * grad_scale / N.
-  std::vector<double> row_loss(N);
+  std::vector<double>& row_loss = W.row_loss;
+  row_loss.resize(N);
   const float gscale = static_cast<float>(grad_scale / static_cast<double>(N));
 #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
   for (std::size_t n = 0; n < N; ++n) {
@@ -332,28 +360,32 @@ double GptTrainable::run(std::span<const std::int32_t> tokens, int B, int T, boo
   float* G = grads_.data();
   auto grad_of = [&](const float* param) { return G + (param - values_.data()); };
   // Tied head: dhf = dlogits wte, dwte += dlogits^T hf.
-  std::vector<float> dh(NC), dx(NC, 0.0f);
-  model_blas::gemm(false, false, N, C, V, 1.0f, logits.data(), V, P.wte, C, 0.0f, dh.data(), C, nt);
-  model_blas::gemm(true, false, V, C, N, 1.0f, logits.data(), V, hf.data(), C, 1.0f, grad_of(P.wte), C, nt);
-  logits = {};
+  std::vector<float>&dh = W.dh, &dx = W.dx;
+  dh.resize(NC);
+  dx.assign(NC, 0.0f);
+  model_blas::gemm(false, false, N, C, V, 1.0f, logits.data(), V, P.wte, C, 0.0f, dh.data(), C, nt, prec);
+  model_blas::gemm(true, false, V, C, N, 1.0f, logits.data(), V, hf.data(), C, 1.0f, grad_of(P.wte), C, nt, prec);
   layer_norm_bwd(x.data(), dh.data(), N, C, P.ln_f.weight, meanf.data(), rstdf.data(), dx.data(),
                  grad_of(P.ln_f.weight), grad_of(P.ln_f.bias), nt);
 
-  std::vector<float> dF(N * F), dqkv(N * 3 * C), datt(NC), dq(NC), dk(NC), dv(NC);
+  std::vector<float>&dF = W.dF, &dqkv = W.dqkv, &datt = W.datt, &dq = W.dq, &dk = W.dk, &dv = W.dv;
+  dF.resize(N * F);
+  dqkv.resize(N * 3 * C);
+  for (auto* v : {&datt, &dq, &dk, &dv}) v->resize(NC);
   for (int l = L - 1; l >= 0; --l) {
     const BlockParams& bp = P.blocks[l];
     Saved& s = S[l];
     // MLP: x_out = xmid + proj(gelu(fc(ln2(xmid)))).
     linear_bwd(s.fact.data(), dx.data(), N, F, C, bp.mlp_proj.weight, dF.data(), grad_of(bp.mlp_proj.weight),
-               grad_of(bp.mlp_proj.bias), nt);
+               grad_of(bp.mlp_proj.bias), nt, prec);
     gelu_bwd(s.fpre.data(), dF.data(), dF.data(), dF.size(), exact, nt);
     linear_bwd(s.h2.data(), dF.data(), N, C, F, bp.c_fc.weight, dh.data(), grad_of(bp.c_fc.weight),
-               grad_of(bp.c_fc.bias), nt);
+               grad_of(bp.c_fc.bias), nt, prec);
     layer_norm_bwd(s.xmid.data(), dh.data(), N, C, bp.ln_2.weight, s.mean2.data(), s.rstd2.data(), dx.data(),
                    grad_of(bp.ln_2.weight), grad_of(bp.ln_2.bias), nt);
     // Attention: xmid = x + proj(attn(ln1(x))).
     linear_bwd(s.att.data(), dx.data(), N, C, C, bp.c_proj.weight, datt.data(), grad_of(bp.c_proj.weight),
-               grad_of(bp.c_proj.bias), nt);
+               grad_of(bp.c_proj.bias), nt, prec);
     // The engine refuses interleaved output views (it checks memory ranges), so dQ, dK and dV
     // land in three row buffers and are then laid side by side like qkv.
     AttentionGradients g{rows_view(dq.data()), rows_view(dk.data()), rows_view(dv.data()), std::nullopt};
@@ -367,10 +399,9 @@ double GptTrainable::run(std::span<const std::int32_t> tokens, int B, int T, boo
       std::memcpy(r + 2 * C, dv.data() + n * C, sizeof(float) * C);
     }
     linear_bwd(s.h1.data(), dqkv.data(), N, C, 3 * C, bp.c_attn.weight, dh.data(), grad_of(bp.c_attn.weight),
-               grad_of(bp.c_attn.bias), nt);
+               grad_of(bp.c_attn.bias), nt, prec);
     layer_norm_bwd(s.x.data(), dh.data(), N, C, bp.ln_1.weight, s.mean1.data(), s.rstd1.data(), dx.data(),
                    grad_of(bp.ln_1.weight), grad_of(bp.ln_1.bias), nt);
-    s = Saved{};
   }
   // Embeddings.
   float* dwte = grad_of(P.wte);
@@ -393,31 +424,59 @@ void AdamW::step(GptTrainable& model, double lr, const AdamWOptions& o) {
   ++t_;
   const double bc1 = 1.0 - std::pow(o.beta1, static_cast<double>(t_));
   const double bc2 = 1.0 - std::pow(o.beta2, static_cast<double>(t_));
-  std::vector<float>& w = model.values();
+  float* w = model.values().data();
+  const float* g = model.grads().data();
+  float* m = m_.data();
+  float* v = v_.data();
   const int nt = resolve_threads(model.threads());
-  const std::vector<float>& g = model.grads();
-  for (const auto& t : model.layout()) {
+  // In float32, element by element (the same bits for any split): m and v, then
+  // w -= lr wd w and w -= lr mhat / (sqrt(vhat) + eps) with mhat = m / bc1, vhat = v / bc2.
+  const float b1 = static_cast<float>(o.beta1), b2 = static_cast<float>(o.beta2);
+  const float a1 = static_cast<float>(1 - o.beta1), a2 = static_cast<float>(1 - o.beta2);
+  const float step = static_cast<float>(lr / bc1), inv_sqrt_bc2 = static_cast<float>(1.0 / std::sqrt(bc2));
+  const float eps = static_cast<float>(o.eps);
+  const auto& layout = model.layout();
+#pragma omp parallel num_threads(nt) if (nt > 1)
+  for (const auto& t : layout) {
     const float decay = t.decay ? static_cast<float>(lr * o.weight_decay) : 0.0f;
-    const std::size_t end = t.offset + t.size;
-#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && t.size > 65536)
-    for (std::size_t i = t.offset; i < end; ++i) {
+    const std::ptrdiff_t begin = static_cast<std::ptrdiff_t>(t.offset);
+    const std::ptrdiff_t end = begin + static_cast<std::ptrdiff_t>(t.size);
+#pragma omp for schedule(static) nowait
+    for (std::ptrdiff_t i = begin; i < end; ++i) {
       const float gi = g[i];
-      m_[i] = static_cast<float>(o.beta1 * m_[i] + (1 - o.beta1) * gi);
-      v_[i] = static_cast<float>(o.beta2 * v_[i] + (1 - o.beta2) * gi * gi);
-      const double mhat = m_[i] / bc1, vhat = v_[i] / bc2;
-      w[i] -= decay * w[i];
-      w[i] -= static_cast<float>(lr * mhat / (std::sqrt(vhat) + o.eps));
+      const float mi = b1 * m[i] + a1 * gi;
+      const float vi = b2 * v[i] + a2 * gi * gi;
+      m[i] = mi;
+      v[i] = vi;
+      float wi = w[i];
+      wi -= decay * wi;
+      wi -= step * mi / (std::sqrt(vi) * inv_sqrt_bc2 + eps);
+      w[i] = wi;
     }
   }
 }
 
-double clip_grad_norm(std::vector<float>& grads, double max_norm) {
+double clip_grad_norm(std::vector<float>& grads, double max_norm, int threads) {
+  // Fixed chunks, each summed in order, then the chunk sums in order: bits independent of the
+  // thread count.
+  constexpr std::size_t kChunk = 16384;
+  const std::size_t n = grads.size(), chunks = (n + kChunk - 1) / kChunk;
+  std::vector<double> part(chunks, 0.0);
+  const int nt = resolve_threads(threads);
+  float* gp = grads.data();
+#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && chunks > 1)
+  for (std::size_t c = 0; c < chunks; ++c) {
+    double sq = 0;
+    for (std::size_t i = c * kChunk; i < std::min(n, (c + 1) * kChunk); ++i) sq += static_cast<double>(gp[i]) * gp[i];
+    part[c] = sq;
+  }
   double sq = 0;
-  for (float g : grads) sq += static_cast<double>(g) * g;
+  for (double p : part) sq += p;
   const double norm = std::sqrt(sq);
   if (max_norm > 0 && norm > max_norm) {
     const float s = static_cast<float>(max_norm / (norm + 1e-12));
-    for (float& g : grads) g *= s;
+#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && n > 65536)
+    for (std::size_t i = 0; i < n; ++i) gp[i] *= s;
   }
   return norm;
 }

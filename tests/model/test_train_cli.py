@@ -94,6 +94,22 @@ class TrainCli(unittest.TestCase):
             (["--data", self.data, "--out", out, *SMALL, "--vocab-size", "10"], "--vocab-size"),
             (["--data", self.data, "--out", out, *SMALL, "--lr", "-1"], "--lr"),
         ]
+        # The corpus format (documents ended by "\n<|endoftext|>\n") and a held-out file.
+        corpus = os.path.join(self.tmp.name, "corpus.txt")
+        with open(corpus, "w") as f:
+            for name in sorted(os.listdir(self.data)):
+                with open(os.path.join(self.data, name)) as d:
+                    f.write(d.read() + "\n<|endoftext|>\n")
+        plain = os.path.join(self.data, "doc00.txt")
+        small = [a for a in SMALL if a not in ("--val-fraction", "0.1")]
+        cases += [
+            (["--data", corpus, "--out", out, *small, "--documents", "eot", "--val-data", plain], "no document separator"),
+            (["--data", corpus, "--out", out, *small, "--val-data", corpus], "--documents eot"),
+            (["--data", corpus, "--out", out, *small, "--documents", "eot", "--val-data", os.path.join(self.tmp.name, "nope")],
+             "--val-data"),
+            (["--data", corpus, "--out", out, *SMALL, "--val-data", corpus], "--val-fraction"),
+            (["--data", corpus, "--out", out, *small, "--documents", "lines"], "--documents"),
+        ]
         for args, word in cases:
             p = subprocess.run([EXE, "train", *args], capture_output=True, text=True, timeout=120)
             self.assertNotEqual(p.returncode, 0, args)
@@ -109,6 +125,19 @@ class TrainCli(unittest.TestCase):
                            capture_output=True, text=True, timeout=120)
         self.assertNotEqual(p.returncode, 0)
         self.assertIn("--resume", p.stderr)
+        # The corpus format trains, held out by file, scored on every held-out token.
+        eot = os.path.join(self.tmp.name, "eot")
+        p = subprocess.run([EXE, "train", "--data", corpus, "--val-data", corpus, "--documents", "eot", "--out", eot,
+                            "--steps", "2", *small[:small.index("--eval-batches")], "--eval-batches", "0",
+                            *small[small.index("--eval-batches") + 2:]], capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("12 training documents", p.stderr)
+        self.assertIn("from --val-data", p.stderr)
+        with open(os.path.join(eot, "trainer.json")) as f:
+            st = json.load(f)
+        self.assertEqual(st["val_documents"], 12)
+        self.assertEqual(st["val_scored_tokens"], (st["val_tokens"] - 1) // 16 * 16)
+        self.assertGreater(st["bigram_val_loss"], 0)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -32,6 +33,12 @@ struct ParamTensor {
   bool decay = false;      // AdamW weight decay applies (matrices and embeddings)
 };
 std::vector<ParamTensor> param_layout(const GptConfig& config);
+
+// The precision of the matrix products' inputs in training: float32, or bfloat16 (inputs
+// rounded to bf16 per product; accumulation, outputs, weights, gradients and AdamW stay float32).
+enum class MatmulPrecision { f32, bf16 };
+// Whether this CPU multiplies bf16 natively (AVX512_BF16); elsewhere bf16 is emulated and slow.
+bool bf16_matmul_native();
 
 class GptTrainable {
  public:
@@ -54,6 +61,9 @@ class GptTrainable {
 
   void set_threads(int threads) { threads_ = threads; }
   int threads() const { return threads_; }
+  // The products of loss_and_grad (forward and backward); loss() always multiplies in float32.
+  void set_matmul_precision(MatmulPrecision p) { precision_ = p; }
+  MatmulPrecision matmul_precision() const { return precision_; }
 
   // Mean cross-entropy of predicting tokens[b][t + 1] from tokens[b][0..t], over a batch of
   // `batch` windows of `seq + 1` tokens each (C order, [batch, seq + 1]). Adds the gradient of
@@ -70,6 +80,9 @@ class GptTrainable {
   std::vector<ParamTensor> layout_;
   std::vector<float> values_, grads_;
   int threads_ = 0;
+  MatmulPrecision precision_ = MatmulPrecision::f32;
+  struct Buffers;  // activations and scratch, kept from one call to the next (no reallocation)
+  std::shared_ptr<Buffers> buffers_;
 };
 
 struct AdamWOptions {
@@ -95,8 +108,9 @@ class AdamW {
 };
 
 // Scales the gradients so that their global L2 norm is at most max_norm (if > 0); returns the
-// norm before clipping.
-double clip_grad_norm(std::vector<float>& grads, double max_norm);
+// norm before clipping. Summed in fixed chunks on `threads` threads (<= 0: OpenMP's default):
+// the same bits for a given thread count.
+double clip_grad_norm(std::vector<float>& grads, double max_norm, int threads = 0);
 
 // Linear warm-up from 0 over `warmup` steps, then cosine decay from lr to min_lr at `total`.
 double learning_rate(std::int64_t step, std::int64_t warmup, std::int64_t total, double lr, double min_lr);
