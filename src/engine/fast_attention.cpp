@@ -19,6 +19,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "bf16_dot.hpp"
 #include "jomoim/engine/threads.hpp"
 #include "plan.hpp"
 #include "problem.hpp"
@@ -523,6 +524,9 @@ struct Tiled {
     size_t dvp;    // Dv rounded up to whole vectors
     size_t cols;   // the block's rows rounded up to whole vectors
     bool direct;   // few rows: score against K rows in place, vectorised over D
+    // bf16 inputs on AVX3 with AVX512_BF16 (bf16_dot.hpp): qt holds Q as bf16 pairs, not
+    // pre-scaled ((D + 1) / 2 rows of kBlockQ 32-bit lanes), and K tiles are read in place.
+    bool bf16dot;
     // Strides of row r and key j in st.
     PLayout layout() const { return direct ? PLayout{size_t(kBlockK), 1} : PLayout{1, size_t(kBlockQ)}; }
     // Whether the output accumulates as O^T in acct (wide blocks, not direct) rather than in acc.
@@ -537,6 +541,11 @@ struct Tiled {
     b.dvp = RoundUp(size_t(s.Dv), L);
     b.cols = RoundUp(size_t(rows), L);
     b.direct = rows <= kDirectRows && (p.half() || p.k.strides[3] == 1);  // 16-bit K: widened rows
+#if HWY_TARGET == HWY_AVX3
+    b.bf16dot = !b.direct && p.dtype == Dtype::bf16 && p.k.strides[3] == 1 && bf16_dot_enabled();
+#else
+    b.bf16dot = false;
+#endif
     const size_t nq = RoundUp(size_t(s.D) * kBlockQ, a), nk = RoundUp(kBlockK * size_t(s.D), a),
                  nv = RoundUp(kBlockK * b.dvp, a), ns = kBlockK * kBlockQ, nacc = RoundUp(kBlockQ * b.dvp, a),
                  nm = kBlockQ;
@@ -568,6 +577,21 @@ struct Tiled {
       if (half) return static_cast<const float*>(buf.qp + r * D);
       return p.q.data + rows.b * p.q.strides[0] + rows.head[r] * p.q.strides[1] + rows.pos[r] * p.q.strides[2];
     };
+    if (buf.bf16dot) {  // pairs of bf16 bits: lane r of row d / 2 holds q[r][d] | q[r][d + 1] << 16
+      auto* qp = reinterpret_cast<std::uint32_t*>(buf.qt);
+      const std::int64_t pairs = (D + 1) / 2, sq = p.q.strides[3];
+      for (std::int64_t r = 0; r < rows.n; ++r) {
+        const std::uint16_t* qr =
+            p.q16.data + rows.b * p.q.strides[0] + rows.head[r] * p.q.strides[1] + rows.pos[r] * p.q.strides[2];
+        for (std::int64_t d2 = 0; d2 < pairs; ++d2) {
+          const std::uint32_t lo = qr[2 * d2 * sq], hi = 2 * d2 + 1 < D ? qr[(2 * d2 + 1) * sq] : 0u;
+          qp[d2 * kBlockQ + r] = lo | hi << 16;
+        }
+      }
+      for (std::int64_t d2 = 0; d2 < pairs; ++d2)
+        std::fill(qp + d2 * kBlockQ + rows.n, qp + d2 * kBlockQ + buf.cols, 0u);
+      return;
+    }
     if (half) {
       for (std::int64_t r = 0; r < rows.n; ++r)
         WidenRow(p.q16.data + rows.b * p.q.strides[0] + rows.head[r] * p.q.strides[1] + rows.pos[r] * p.q.strides[2],
@@ -641,14 +665,17 @@ struct Tiled {
     const std::int64_t koff = rows.b * p.k.strides[0] + rows.g * p.k.strides[1] + t0 * p.k.strides[2];
     const float* kbase = p.half() ? nullptr : p.k.data + koff;
     std::int64_t ksn = p.k.strides[2], ksd = p.k.strides[3];
-    if (p.half()) {  // 16-bit K: the tile widened into kp, then read as contiguous float32 rows
+    if (p.half() && !buf.bf16dot) {  // 16-bit K: the tile widened into kp, then read as float32 rows
       for (std::int64_t j = 0; j < tl; ++j)
         WidenRow(p.k16.data + koff + j * ksn, ksd, size_t(D), buf.kp + j * D, p.dtype);
       kbase = buf.kp;
       ksn = D;
       ksd = 1;
     }
-    if (buf.direct) {
+    if (buf.bf16dot) {  // VDPBF16PS on K's bf16 rows in place; the scale applied to the sums
+      score_tile_bf16(p.k16.data + koff, ksn, size_t(tl), reinterpret_cast<const std::uint32_t*>(buf.qt), kBlockQ,
+                      buf.cols, buf.st, kBlockQ, size_t(D), s.scale * kLog2e);
+    } else if (buf.direct) {
       ScoreTileDirect(buf.qp, size_t(rows.n), size_t(D), kbase, ksn, size_t(tl), buf.st);
     } else if (ksd == 1) {
       ScoreTile(kbase, ksn, size_t(tl), buf.qt, buf.cols, buf.st, size_t(D));

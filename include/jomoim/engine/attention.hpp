@@ -79,6 +79,13 @@ void attention(ConstTensor4 q, ConstTensor4 k, ConstTensor4 v, Tensor4 out, cons
 // the same tolerance: bitwise the same as attention() on float32 copies of the inputs with the
 // same threads and target, when K is contiguous along D. Memory: the same per-thread scratch
 // as float32 (K and V tiles are then always packed); nothing grows with Nq or Nk.
+// On CPUs with AVX512_BF16 the default target is "AVX3_BF16" (jomoim/engine/simd.hpp): there
+// the Q·K^T of bf16 inputs (blocks of more than 8 query rows, K contiguous along D) use
+// VDPBF16PS on the bf16 bits in place: each bf16 x bf16 product is exact in float32 and each
+// instruction adds two of them with one rounding each, so a D-term score takes at most D
+// roundings plus one for the scale, the float32 bound again; the results are not bitwise those
+// of AVX3 (denormal bf16 inputs count as zero there). Q is kept as bf16 pairs in the packed-query
+// buffer: no extra memory. P·V stays float32.
 void attention(const ConstTensor4x16& q, const ConstTensor4x16& k, const ConstTensor4x16& v, Tensor4 out,
                const AttentionOptions& options = {});
 
