@@ -462,8 +462,9 @@ TEST_F(CliTest, HelpNamesEveryOption) {
   const RunResult r = attend({"--help"});
   EXPECT_EQ(r.code, 0);
   EXPECT_EQ(r.err, "");
-  for (const char* opt : {"--q", "--k", "--v", "--causal", "--scale", "--bias", "--notation", "--out", "--lse",
-                          "--probs", "--threads", "--key-lengths", "3b1b", "[B, Hq, Nq, D]", "[B, Hq, D, Nq]"})
+  for (const char* opt :
+       {"--q", "--k", "--v", "--causal", "--scale", "--bias", "--notation", "--out", "--lse", "--probs", "--threads",
+        "--key-lengths", "--dtype", "3b1b", "[B, Hq, Nq, D]", "[B, Hq, D, Nq]"})
     EXPECT_NE(r.out.find(opt), std::string::npos) << opt;
 }
 

@@ -188,10 +188,39 @@ def case_other_dtypes_refused(d, rng):
         ("q64.npy", q.astype(np.float64), "'<f8' (float64)"),
         ("qbe.npy", q.astype(">f4"), "'>f4' (big-endian float32)"),
         ("qi.npy", (q * 10).astype(np.int32), "'<i4' (int32)"),
-        ("qh.npy", q.astype(np.float16), "'<f2' (float16)"),
     ]:
         d.save(name, array)
         expect_refused(d, ["--q", name, "--k", "k.npy", "--v", "v.npy", "--out", "out.npy"], problem)
+
+
+def bf16_bits(x):
+    u = np.ascontiguousarray(x, np.float32).view(np.uint32)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)  # nearest, ties to even
+
+
+def case_float16_and_bfloat16_inputs(d, rng):
+    # f16 ('<f2') natively, bf16 as '<u2' bit patterns with --dtype bf16; the oracle is float64
+    # on the same rounded numbers.
+    q, k, v = inputs(rng, 2, 4, 2, 9, 13, 16, 8)
+    h = [a.astype(np.float16) for a in (q, k, v)]
+    for name, a in zip("qkv", h):
+        d.save(f"{name}.npy", a)
+    run_and_check(d, *(a.astype(np.float32) for a in h), ["--causal"], ("out", "lse", "probs"), causal=True)
+    b = [bf16_bits(a) for a in (q, k, v)]
+    for name, a in zip("qkv", b):
+        d.save(f"{name}.npy", a)
+    wide = [(a.astype(np.uint32) << 16).view(np.float32) for a in b]
+    run_and_check(d, *wide, ["--dtype", "bf16"], ("out", "lse"))
+    # '<u2' needs --dtype bf16; types must agree among Q, K, V and with --dtype
+    expect_refused(d, ["--q", "q.npy", "--k", "k.npy", "--v", "v.npy", "--out", "out.npy"],
+                   "'<u2' (uint16) is read only as bfloat16 bits, with --dtype bf16")
+    d.save("kh.npy", h[1]), d.save("q32.npy", q)
+    expect_refused(d, ["--q", "q.npy", "--k", "kh.npy", "--v", "v.npy", "--out", "out.npy", "--dtype", "bf16"],
+                   "--k kh.npy: data type '<f2' does not match --dtype bf16")
+    expect_refused(d, ["--q", "q32.npy", "--k", "kh.npy", "--v", "v.npy", "--out", "out.npy"],
+                   "--k kh.npy: data type '<f2', but --q is '<f4'")
+    expect_refused(d, ["--q", "q32.npy", "--k", "kh.npy", "--v", "v.npy", "--out", "out.npy", "--dtype", "f64"],
+                   "--dtype: expected auto, f32, f16 or bf16, got 'f64'")
 
 
 def case_truncated_and_mismatched_refused(d, rng):

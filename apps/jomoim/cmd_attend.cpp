@@ -42,7 +42,8 @@ struct AttendOptions {
   std::string notation = "paper";
   int threads = 0;
   std::vector<std::int64_t> key_lengths;
-  bool distributed = false;  // ring attention over MPI (cmd_attend_dist.cpp)
+  bool distributed = false;    // ring attention over MPI (cmd_attend_dist.cpp)
+  std::string dtype = "auto";  // of Q, K, V: auto (from the files), f32, f16, bf16
 };
 
 // An option and the path given to it, as one name for messages: "--q q.npy".
@@ -61,12 +62,35 @@ NpyArray load(const PathArg& arg) {
   }
 }
 
+NpyAnyArray load_any(const PathArg& arg) {
+  try {
+    return read_npy_any(*arg.path);
+  } catch (const Error& e) {
+    throw Error(std::string(arg.option) + " " + e.what());
+  }
+}
+
 // Q, K and V must be rank 4; `layout` names the dimensions in the chosen notation.
-ConstTensor4 rank4_view(const PathArg& arg, const NpyArray& a, const std::string& layout) {
-  if (a.shape.size() != 4)
-    throw Error(arg.label() + ": expected a rank-4 array " + layout + ", got shape " + shape_string(a.shape) +
-                " (rank " + std::to_string(a.shape.size()) + ")");
-  return ConstTensor4::contiguous(a.data.data(), {a.shape[0], a.shape[1], a.shape[2], a.shape[3]});
+std::array<std::int64_t, 4> rank4_shape(const PathArg& arg, const std::vector<std::int64_t>& shape,
+                                        const std::string& layout) {
+  if (shape.size() != 4)
+    throw Error(arg.label() + ": expected a rank-4 array " + layout + ", got shape " + shape_string(shape) + " (rank " +
+                std::to_string(shape.size()) + ")");
+  return {shape[0], shape[1], shape[2], shape[3]};
+}
+
+// The data type of an input file under --dtype (auto, f32, f16, bf16): '<f4' is f32, '<f2' is
+// f16, '<u2' holds bf16 bit patterns (NumPy has no bfloat16) and is read only with --dtype bf16.
+Dtype input_dtype(const PathArg& arg, const std::string& descr, const std::string& wanted) {
+  const Dtype file = descr == "<f4" ? Dtype::f32 : descr == "<f2" ? Dtype::f16 : Dtype::bf16;
+  if (file == Dtype::bf16 && wanted != "bf16")
+    throw Error(arg.label() + ": data type '<u2' (uint16) is read only as bfloat16 bits, with --dtype bf16");
+  if (wanted != "auto" && wanted != dtype_name(file)) {
+    const char* expect = wanted == "f32" ? "'<f4'" : wanted == "f16" ? "'<f2'" : "'<u2' (bfloat16 bits)";
+    throw Error(arg.label() + ": data type '" + descr + "' does not match --dtype " + wanted + ", which expects " +
+                expect);
+  }
+  return file;
 }
 
 // The bias as a rank-4 view under NumPy's broadcasting rules: its shape is aligned to the
@@ -157,10 +181,27 @@ void run_attend(const AttendOptions& o) {
   check_output_paths(inputs, outputs);
 
   const std::string in_notation = col ? " in 3b1b notation" : "";
-  const NpyArray q = load(q_arg), k = load(k_arg), v = load(v_arg);
-  const ConstTensor4 qv = rank4_view(q_arg, q, (col ? "[B, Hq, D, Nq]" : "[B, Hq, Nq, D]") + in_notation);
-  const ConstTensor4 kv = rank4_view(k_arg, k, (col ? "[B, Hkv, D, Nk]" : "[B, Hkv, Nk, D]") + in_notation);
-  const ConstTensor4 vv = rank4_view(v_arg, v, (col ? "[B, Hkv, Dv, Nk]" : "[B, Hkv, Nk, Dv]") + in_notation);
+  if (o.dtype != "auto" && o.dtype != "f32" && o.dtype != "f16" && o.dtype != "bf16")
+    throw Error("--dtype: expected auto, f32, f16 or bf16, got '" + o.dtype + "'");
+  const NpyAnyArray q = load_any(q_arg), k = load_any(k_arg), v = load_any(v_arg);
+  const std::array<std::int64_t, 4> qs =
+      rank4_shape(q_arg, q.shape, (col ? "[B, Hq, D, Nq]" : "[B, Hq, Nq, D]") + in_notation);
+  const std::array<std::int64_t, 4> ks =
+      rank4_shape(k_arg, k.shape, (col ? "[B, Hkv, D, Nk]" : "[B, Hkv, Nk, D]") + in_notation);
+  const std::array<std::int64_t, 4> vs =
+      rank4_shape(v_arg, v.shape, (col ? "[B, Hkv, Dv, Nk]" : "[B, Hkv, Nk, Dv]") + in_notation);
+  // One data type for Q, K and V (float32, float16 or bfloat16).
+  const Dtype dtype = input_dtype(q_arg, q.descr, o.dtype);
+  for (const auto& [arg, a] : {std::pair{k_arg, &k}, {v_arg, &v}})
+    if (input_dtype(arg, a->descr, o.dtype) != dtype)
+      throw Error(arg.label() + ": data type '" + a->descr + "', but --q is '" + q.descr +
+                  "' (Q, K and V must share one data type)");
+  const bool half = dtype != Dtype::f32;
+  const ConstTensor4 qv = ConstTensor4::contiguous(q.f32.data(), qs), kv = ConstTensor4::contiguous(k.f32.data(), ks),
+                     vv = ConstTensor4::contiguous(v.f32.data(), vs);
+  using Bits4 = TensorView<const std::uint16_t, 4>;
+  const ConstTensor4x16 qh{Bits4::contiguous(q.u16.data(), qs), dtype}, kh{Bits4::contiguous(k.u16.data(), ks), dtype},
+      vh{Bits4::contiguous(v.u16.data(), vs), dtype};
   NpyArray bias;
   if (!o.bias.empty()) {
     bias = load(bias_arg);
@@ -169,7 +210,8 @@ void run_attend(const AttendOptions& o) {
 
   // The shapes of every output; check_attention_args refuses inconsistent inputs first, so
   // the dimensions read below are the validated ones.
-  const AttentionShape s = check_attention_args(qv, kv, vv, nullptr, opts);
+  const AttentionShape s =
+      half ? check_attention_args(qh, kh, vh, nullptr, opts) : check_attention_args(qv, kv, vv, nullptr, opts);
   const std::vector<std::int64_t> out_shape =
       col ? std::vector<std::int64_t>{s.B, s.Hq, s.Dv, s.Nq} : std::vector<std::int64_t>{s.B, s.Hq, s.Nq, s.Dv};
   const std::vector<std::int64_t> lse_shape = {s.B, s.Hq, s.Nq};
@@ -183,8 +225,12 @@ void run_attend(const AttendOptions& o) {
     probs = allocate("--probs", probs_shape);
     opts.probs = Tensor4::contiguous(probs.data(), {s.B, s.Hq, s.Nq, s.Nk});
   }
-  attention(qv, kv, vv, Tensor4::contiguous(out.data(), {out_shape[0], out_shape[1], out_shape[2], out_shape[3]}),
-            opts);
+  const Tensor4 out_view = Tensor4::contiguous(out.data(), {out_shape[0], out_shape[1], out_shape[2], out_shape[3]});
+  if (half) {
+    attention(qh, kh, vh, out_view, opts);
+  } else {
+    attention(qv, kv, vv, out_view, opts);
+  }
 
   // All or nothing: each file is written atomically, and if a later one fails the earlier
   // ones of this run are removed again.
@@ -215,15 +261,15 @@ void add_attend_command(CLI::App& app) {
       [](std::string& s) { return s.empty() ? std::string("expected a file name, got ''") : std::string(); }, "");
   CLI::App* cmd = app.add_subcommand(
       "attend", "Exact scaled dot-product attention on .npy files: OUT = softmax(Q K^T * scale + BIAS, masked) V");
-  cmd->add_option("--q", o->q, "queries, float32 .npy: [B, Hq, Nq, D] ([B, Hq, D, Nq] in 3b1b notation)")
+  cmd->add_option("--q", o->q, "queries, .npy (see --dtype): [B, Hq, Nq, D] ([B, Hq, D, Nq] in 3b1b notation)")
       ->required()
       ->type_name("Q.npy")
       ->check(file_name);
-  cmd->add_option("--k", o->k, "keys, float32 .npy: [B, Hkv, Nk, D] ([B, Hkv, D, Nk] in 3b1b notation)")
+  cmd->add_option("--k", o->k, "keys, .npy (see --dtype): [B, Hkv, Nk, D] ([B, Hkv, D, Nk] in 3b1b notation)")
       ->required()
       ->type_name("K.npy")
       ->check(file_name);
-  cmd->add_option("--v", o->v, "values, float32 .npy: [B, Hkv, Nk, Dv] ([B, Hkv, Dv, Nk] in 3b1b notation)")
+  cmd->add_option("--v", o->v, "values, .npy (see --dtype): [B, Hkv, Nk, Dv] ([B, Hkv, Dv, Nk] in 3b1b notation)")
       ->required()
       ->type_name("V.npy")
       ->check(file_name);
@@ -257,6 +303,12 @@ void add_attend_command(CLI::App& app) {
       ->type_name("P.npy")
       ->check(file_name);
   cmd->add_option("--threads", o->threads, threads_help)->type_name("N")->capture_default_str();
+  cmd->add_option("--dtype", o->dtype,
+                  "storage of Q, K, V (one for all three): auto takes the files' ('<f4' float32, '<f2' float16); "
+                  "bf16 reads '<u2' files as bfloat16 bit patterns (NumPy has no bfloat16). Computed in float32; "
+                  "OUT, LSE, PROBS are float32")
+      ->type_name("auto|f32|f16|bf16")
+      ->capture_default_str();
   cmd->add_option("--key-lengths", o->key_lengths,
                   "valid keys per batch entry, B comma-separated counts in 0..Nk; keys j >= L_b of batch b "
                   "are masked (padded sequences)")
@@ -269,11 +321,14 @@ void add_attend_command(CLI::App& app) {
       "Q and K are not interchangeable: the softmax runs over the keys of each query.\n"
       "Hq must be a multiple of Hkv: query head h reads key/value head h / (Hq / Hkv) (grouped-query).\n"
       "A query row whose keys are all masked gives zeros (and log-sum-exp -inf).\n"
-      "Files are float32, C order. Bad input is refused with one line on stderr and a non-zero exit;\n"
+      "Files are C order; Q, K, V float32, float16 or bfloat16 bits (--dtype), the rest float32. Bad input is refused "
+      "with one line on stderr and a non-zero exit;\n"
       "outputs are written only when everything succeeded, each atomically.");
   cmd->callback([o, scale] {
     o->has_scale = scale->count() > 0;
     if (o->distributed) {
+      if (o->dtype != "auto" && o->dtype != "f32")
+        throw Error("--dtype " + o->dtype + ": --distributed reads float32 files only");
       run_attend_distributed({o->q, o->k, o->v, o->bias, o->out, o->lse, o->probs, o->causal, o->has_scale, o->scale,
                               o->notation, o->threads, o->key_lengths});
       return;

@@ -23,6 +23,7 @@
 // the cases of the shared table bench/cases/attention_cases.hpp).
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -50,12 +51,15 @@ void run_single(const BenchOptions& o) {
     w.Nq = o.q_len, w.Nk = o.kv_len ? o.kv_len : o.q_len;
     w.D = o.head_dim, w.Dv = o.value_dim ? o.value_dim : o.head_dim;
     w.causal = o.causal;
+    const std::optional<Dtype> dt = parse_dtype(o.dtype);
+    if (!dt) throw Error("bench: --dtype: expected f32, bf16 or f16, got '" + o.dtype + "'");
+    w.dtype = *dt;
     if (w.Hq % w.Hkv != 0)
       throw Error("bench: --heads (" + std::to_string(w.Hq) + ") must be a multiple of --kv-heads (" +
                   std::to_string(w.Hkv) + ")");
     w.allocate(o.seed);
-    std::fprintf(stderr, "bench: %s%s, %d threads, %s: checking, then timing ...\n", w.shape_label().c_str(),
-                 w.causal ? " causal" : "", threads, active_simd_target().c_str());
+    std::fprintf(stderr, "bench: %s%s, %s, %d threads, %s: checking, then timing ...\n", w.shape_label().c_str(),
+                 w.causal ? " causal" : "", dtype_name(w.dtype), threads, active_simd_target().c_str());
     const AttentionRun r = bench_attention(w, o, threads);
     if (o.json) std::printf("%s\n", attention_json(w, r, threads).dump().c_str());
     if (!r.check.ok) {
@@ -64,14 +68,14 @@ void run_single(const BenchOptions& o) {
       throw Error("bench: output differs from the float64 reference: " + r.check.worst + detail);
     }
     if (!o.json) {
-      std::printf("%-36s %-6s %7s %-10s %10s %9s %6s %8s %7s %9s %9s  %s\n", "shape", "causal", "threads", "target",
-                  "median ms", "min ms", "reps", "GFLOP/s", "GB/s", "peak MiB", "extra MiB", "check");
+      std::printf("%-36s %-6s %-5s %7s %-10s %10s %9s %6s %8s %7s %9s %9s  %s\n", "shape", "causal", "dtype", "threads",
+                  "target", "median ms", "min ms", "reps", "GFLOP/s", "GB/s", "peak MiB", "extra MiB", "check");
       char check[96];
       std::snprintf(check, sizeof check, "ok, %s, max err %.1e", r.check.mode.c_str(), r.check.max_err);
-      std::printf("%-36s %-6s %7d %-10s %10s %9s %6d %8.1f %7.1f %9.1f %9.1f  %s\n", w.shape_label().c_str(),
-                  w.causal ? "yes" : "no", threads, active_simd_target().c_str(), format_ms(r.timing.median_ms).c_str(),
-                  format_ms(r.timing.min_ms).c_str(), r.timing.reps, r.gflops, r.gbs, r.peak_rss_mib, r.extra_mib,
-                  o.no_check ? "skipped" : check);
+      std::printf("%-36s %-6s %-5s %7d %-10s %10s %9s %6d %8.1f %7.1f %9.1f %9.1f  %s\n", w.shape_label().c_str(),
+                  w.causal ? "yes" : "no", dtype_name(w.dtype), threads, active_simd_target().c_str(),
+                  format_ms(r.timing.median_ms).c_str(), format_ms(r.timing.min_ms).c_str(), r.timing.reps, r.gflops,
+                  r.gbs, r.peak_rss_mib, r.extra_mib, o.no_check ? "skipped" : check);
     }
   }
   const bool all = o.ceilings_only && !o.sgemm && !o.copy && !o.fma;
@@ -124,6 +128,10 @@ void add_bench_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--target", o->target,
                   "pin the SIMD target (one of those --quick lists, any case, e.g. AVX2 or avx2; AVX512 means AVX3)");
+  cmd->add_option("--dtype", o->dtype,
+                  "storage of q, k, v: f32, bf16 or f16 (inputs rounded to it; computed in float32, out float32)")
+      ->type_name("f32|bf16|f16")
+      ->capture_default_str();
   cmd->add_option("--seed", o->seed, "seed of the random inputs")->capture_default_str();
   cmd->add_flag("--json", o->json, "one JSON object per line on stdout instead of tables");
   cmd->add_flag("--no-check", o->no_check, "skip the check against the reference (for quick profiling)");

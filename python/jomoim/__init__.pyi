@@ -19,8 +19,11 @@ class Error(ValueError):
 def attention(q: F32, k: F32, v: F32, *, causal: bool = ..., scale: Optional[float] = ...,
               bias: Optional[F32] = ..., key_lengths: Optional[KeyLengths] = ...,
               notation: Notation = ..., return_lse: Literal[False] = ...,
-              return_probs: Literal[False] = ..., threads: Optional[int] = ...) -> F32:
-    """Exact scaled dot-product attention (float32, any strides; the GIL is released).
+              return_probs: Literal[False] = ..., threads: Optional[int] = ..., dtype: Optional[str] = ...) -> F32:
+    """Exact scaled dot-product attention (float32 math, any strides; the GIL is released).
+
+    q, k, v: one dtype, float32 or float16, or bfloat16 (uint16 bits with dtype="bf16", or an
+    array whose dtype is named "bfloat16"); 16-bit inputs are widened exactly; out is float32.
 
     q [B, Hq, Nq, D], k [B, Hkv, Nk, D], v [B, Hkv, Nk, Dv] -> out [B, Hq, Nq, Dv]
     (notation="3b1b": [B, H, D, N] each). Returns out, or (out, lse), (out, probs),
@@ -31,27 +34,27 @@ def attention(q: F32, k: F32, v: F32, *, causal: bool = ..., scale: Optional[flo
 def attention(q: F32, k: F32, v: F32, *, causal: bool = ..., scale: Optional[float] = ...,
               bias: Optional[F32] = ..., key_lengths: Optional[KeyLengths] = ...,
               notation: Notation = ..., return_lse: Literal[True],
-              return_probs: Literal[False] = ..., threads: Optional[int] = ...) -> Tuple[F32, F32]: ...
+              return_probs: Literal[False] = ..., threads: Optional[int] = ..., dtype: Optional[str] = ...) -> Tuple[F32, F32]: ...
 @overload
 def attention(q: F32, k: F32, v: F32, *, causal: bool = ..., scale: Optional[float] = ...,
               bias: Optional[F32] = ..., key_lengths: Optional[KeyLengths] = ...,
               notation: Notation = ..., return_lse: Literal[False] = ...,
-              return_probs: Literal[True], threads: Optional[int] = ...) -> Tuple[F32, F32]: ...
+              return_probs: Literal[True], threads: Optional[int] = ..., dtype: Optional[str] = ...) -> Tuple[F32, F32]: ...
 @overload
 def attention(q: F32, k: F32, v: F32, *, causal: bool = ..., scale: Optional[float] = ...,
               bias: Optional[F32] = ..., key_lengths: Optional[KeyLengths] = ...,
               notation: Notation = ..., return_lse: Literal[True],
-              return_probs: Literal[True], threads: Optional[int] = ...) -> Tuple[F32, F32, F32]: ...
+              return_probs: Literal[True], threads: Optional[int] = ..., dtype: Optional[str] = ...) -> Tuple[F32, F32, F32]: ...
 @overload
 def attention(q: F32, k: F32, v: F32, *, causal: bool = ..., scale: Optional[float] = ...,
               bias: Optional[F32] = ..., key_lengths: Optional[KeyLengths] = ...,
               notation: Notation = ..., return_lse: bool = ..., return_probs: bool = ...,
-              threads: Optional[int] = ...) -> Union[F32, Tuple[F32, F32], Tuple[F32, F32, F32]]: ...
+              threads: Optional[int] = ..., dtype: Optional[str] = ...) -> Union[F32, Tuple[F32, F32], Tuple[F32, F32, F32]]: ...
 
 def attention_reference(q: F32, k: F32, v: F32, *, causal: bool = False, scale: Optional[float] = None,
                         bias: Optional[F32] = None, key_lengths: Optional[KeyLengths] = None,
                         notation: Notation = "paper", return_lse: bool = False,
-                        return_probs: bool = False) -> Union[F64, Tuple[F64, F64], Tuple[F64, F64, F64]]:
+                        return_probs: bool = False, dtype: Optional[str] = None) -> Union[F64, Tuple[F64, F64], Tuple[F64, F64, F64]]:
     """The float64 oracle of attention(): same arguments (no threads), float64 results."""
 
 def simd_targets() -> list[str]:

@@ -62,37 +62,65 @@ py::array float32_array(const char* name, py::handle obj) {
   return a;
 }
 
+// q, k, v as float32, float16, or bfloat16 (a uint16 array of bit patterns with dtype="bf16",
+// or an array whose dtype is named "bfloat16", as ml_dtypes' is), or TypeError naming the
+// argument. `wanted` is the dtype keyword: None (from the arrays), "f32", "f16" or "bf16".
+jomoim::Dtype input_dtype(const char* name, py::handle obj, const std::optional<std::string>& wanted) {
+  if (!py::isinstance<py::array>(obj))
+    throw py::type_error(std::string(name) + ": expected a numpy.ndarray of float32, float16 or bfloat16, got " +
+                         type_name(obj));
+  auto a = py::reinterpret_borrow<py::array>(obj);
+  const std::string dt = py::str(a.dtype());
+  jomoim::Dtype t;
+  if (py::array_t<float>::check_(a)) {
+    t = jomoim::Dtype::f32;
+  } else if (py::bool_(a.dtype().attr("__eq__")(py::dtype("float16")))) {  // native byte order only
+    t = jomoim::Dtype::f16;
+  } else if ((dt == "bfloat16" && a.itemsize() == 2) ||
+             (wanted == "bf16" && py::bool_(a.dtype().attr("__eq__")(py::dtype("uint16"))))) {
+    t = jomoim::Dtype::bf16;
+  } else {
+    throw py::type_error(std::string(name) + ": expected dtype float32 or float16 (native byte order), " +
+                         "or uint16 bfloat16 bits with dtype='bf16', got " + dt);
+  }
+  if (wanted && *wanted != jomoim::dtype_name(t))
+    throw py::type_error(std::string(name) + ": dtype='" + *wanted + "' but the array is " + dt);
+  return t;
+}
+
 // A view of `a`'s memory with `shape` (a's shape, or a broadcast of it with leading 1s) and
-// its strides in elements. A dimension of extent 0 or 1 gets stride 0, whatever NumPy says.
-ConstTensor4 view_of(const char* name, const py::array& a, const std::array<Index, 4>& shape) {
-  if (reinterpret_cast<std::uintptr_t>(a.data()) % alignof(float) != 0)
-    throw py::value_error(std::string(name) +
-                          ": the array's data is not aligned to 4 bytes; "
-                          "pass a copy (numpy.ascontiguousarray)");
-  ConstTensor4 v;
-  v.data = static_cast<const float*>(a.data());
+// its strides in elements of T (float, or std::uint16_t for 16-bit inputs). A dimension of
+// extent 0 or 1 gets stride 0, whatever NumPy says.
+template <class T = float>
+jomoim::TensorView<const T, 4> view_of(const char* name, const py::array& a, const std::array<Index, 4>& shape) {
+  constexpr py::ssize_t size = sizeof(T);
+  if (reinterpret_cast<std::uintptr_t>(a.data()) % alignof(T) != 0)
+    throw py::value_error(std::string(name) + ": the array's data is not aligned to " + std::to_string(size) +
+                          " bytes; pass a copy (numpy.ascontiguousarray)");
+  jomoim::TensorView<const T, 4> v;
+  v.data = static_cast<const T*>(a.data());
   v.shape = shape;
   const py::ssize_t lead = 4 - a.ndim();
   for (py::ssize_t d = 0; d < 4; ++d) {
     v.strides[d] = 0;
     if (d < lead || shape[d] <= 1) continue;
     const py::ssize_t bytes = a.strides(d - lead);
-    if (bytes % py::ssize_t(sizeof(float)) != 0)
+    if (bytes % size != 0)
       throw py::value_error(std::string(name) + ": stride " + std::to_string(bytes) + " bytes of dimension " +
-                            std::to_string(d - lead) +
-                            " is not a multiple of 4 (the float32 size); "
-                            "pass a copy (numpy.ascontiguousarray)");
-    v.strides[d] = Index(bytes / py::ssize_t(sizeof(float)));
+                            std::to_string(d - lead) + " is not a multiple of " + std::to_string(size) +
+                            " (the element size); pass a copy (numpy.ascontiguousarray)");
+    v.strides[d] = Index(bytes / size);
   }
   return v;
 }
 
 // q, k, v: rank 4 in the layout the notation names.
-ConstTensor4 input4(const char* name, const py::array& a, const char* layout) {
+template <class T = float>
+jomoim::TensorView<const T, 4> input4(const char* name, const py::array& a, const char* layout) {
   if (a.ndim() != 4)
     throw py::value_error(std::string(name) + ": expected a rank-4 array " + layout + ", got shape " + shape_text(a) +
                           " (rank " + std::to_string(a.ndim()) + ")");
-  return view_of(name, a, {Index(a.shape(0)), Index(a.shape(1)), Index(a.shape(2)), Index(a.shape(3))});
+  return view_of<T>(name, a, {Index(a.shape(0)), Index(a.shape(1)), Index(a.shape(2)), Index(a.shape(3))});
 }
 
 // The bias under NumPy's broadcasting rules: rank 0 to 4, aligned to the right of
@@ -183,23 +211,53 @@ std::vector<Index> key_lengths_of(py::handle obj) {
 // The parsed arguments shared by attention() and attention_reference(). Holds the views and
 // the key lengths the options point at; the arrays themselves are kept alive by the caller.
 struct Call {
-  ConstTensor4 q, k, v;
+  ConstTensor4 q, k, v;                   // float32 inputs
+  jomoim::ConstTensor4x16 q16, k16, v16;  // 16-bit inputs (half)
+  bool half = false;
   jomoim::AttentionOptions opt;
   std::vector<Index> key_lengths;
   jomoim::AttentionShape shape{};
   bool col = false;
 };
 
+std::optional<std::string> dtype_of(py::handle obj) {
+  if (obj.is_none()) return std::nullopt;
+  if (!py::isinstance<py::str>(obj))
+    throw py::type_error("dtype: expected None, 'f32', 'f16' or 'bf16', got " + type_name(obj));
+  const std::string s = obj.cast<std::string>();
+  const std::optional<jomoim::Dtype> t = jomoim::parse_dtype(s);
+  if (!t) throw py::value_error("dtype: expected None, 'f32', 'f16' or 'bf16', got '" + s + "'");
+  return std::string(jomoim::dtype_name(*t));
+}
+
 void parse(Call& c, py::handle q, py::handle k, py::handle v, py::handle causal_obj, py::handle scale_obj,
-           py::handle bias, py::handle key_lengths, py::handle notation) {
+           py::handle bias, py::handle key_lengths, py::handle notation, py::handle dtype_obj) {
   c.opt.notation = jomoim::parse_notation(notation_of(notation));
   const bool causal = flag_of("causal", causal_obj);
   const std::optional<double> scale = scale_of(scale_obj);
   c.col = c.opt.notation == jomoim::Notation::col3b1b;
-  const py::array qa = float32_array("q", q), ka = float32_array("k", k), va = float32_array("v", v);
-  c.q = input4("q", qa, c.col ? "[B, Hq, D, Nq]" : "[B, Hq, Nq, D]");
-  c.k = input4("k", ka, c.col ? "[B, Hkv, D, Nk]" : "[B, Hkv, Nk, D]");
-  c.v = input4("v", va, c.col ? "[B, Hkv, Dv, Nk]" : "[B, Hkv, Nk, Dv]");
+  const std::optional<std::string> wanted = dtype_of(dtype_obj);
+  const jomoim::Dtype t = input_dtype("q", q, wanted);
+  for (const auto& [name, obj] : {std::pair{"k", k}, {"v", v}})
+    if (input_dtype(name, obj, wanted) != t)
+      throw py::type_error(std::string(name) + ": dtype " + std::string(py::str(obj.attr("dtype"))) + ", but q's is " +
+                           std::string(py::str(q.attr("dtype"))) + " (q, k and v must share one dtype)");
+  const py::array qa = py::reinterpret_borrow<py::array>(q), ka = py::reinterpret_borrow<py::array>(k),
+                  va = py::reinterpret_borrow<py::array>(v);
+  const char* ql = c.col ? "[B, Hq, D, Nq]" : "[B, Hq, Nq, D]";
+  const char* kl = c.col ? "[B, Hkv, D, Nk]" : "[B, Hkv, Nk, D]";
+  const char* vl = c.col ? "[B, Hkv, Dv, Nk]" : "[B, Hkv, Nk, Dv]";
+  c.half = t != jomoim::Dtype::f32;
+  if (c.half) {
+    c.q16 = {input4<std::uint16_t>("q", qa, ql), t};
+    c.k16 = {input4<std::uint16_t>("k", ka, kl), t};
+    c.v16 = {input4<std::uint16_t>("v", va, vl), t};
+    c.q.shape = c.q16.bits.shape;  // the batch count for the key_lengths check below
+  } else {
+    c.q = input4("q", qa, ql);
+    c.k = input4("k", ka, kl);
+    c.v = input4("v", va, vl);
+  }
   c.opt.causal = causal;
   if (scale) {
     // A double beyond float's range cannot be converted (undefined behaviour): refuse here.
@@ -216,7 +274,8 @@ void parse(Call& c, py::handle q, py::handle k, py::handle v, py::handle causal_
     if (c.key_lengths.empty() && c.q.shape[0] != 0)
       throw jomoim::Error("key_lengths: expected " + std::to_string(c.q.shape[0]) + " entries (one per batch), got 0");
   }
-  c.shape = jomoim::check_attention_args(c.q, c.k, c.v, nullptr, c.opt);
+  c.shape = c.half ? jomoim::check_attention_args(c.q16, c.k16, c.v16, nullptr, c.opt)
+                   : jomoim::check_attention_args(c.q, c.k, c.v, nullptr, c.opt);
 }
 
 // out, or a tuple (out, lse, probs) of the requested ones.
@@ -236,11 +295,11 @@ py::array_t<T> new_array(std::initializer_list<Index> shape) {
 
 py::object attention(py::handle q, py::handle k, py::handle v, py::handle causal, py::handle scale, py::handle bias,
                      py::handle key_lengths, py::handle notation, py::handle lse_flag, py::handle probs_flag,
-                     py::handle threads) {
+                     py::handle threads, py::handle dtype) {
   Call c;
   c.opt.threads = threads_of(threads);
   const bool return_lse = flag_of("return_lse", lse_flag), return_probs = flag_of("return_probs", probs_flag);
-  parse(c, q, k, v, causal, scale, bias, key_lengths, notation);
+  parse(c, q, k, v, causal, scale, bias, key_lengths, notation, dtype);
   const jomoim::AttentionShape& s = c.shape;
   // Outputs: new C-order arrays, in the caller's notation (3b1b: out is [B, Hq, Dv, Nq]).
   auto out = c.col ? new_array<float>({s.B, s.Hq, s.Dv, s.Nq}) : new_array<float>({s.B, s.Hq, s.Nq, s.Dv});
@@ -259,7 +318,11 @@ py::object attention(py::handle q, py::handle k, py::handle v, py::handle causal
   }
   {
     py::gil_scoped_release unlocked;
-    jomoim::attention(c.q, c.k, c.v, out_view, c.opt);
+    if (c.half) {
+      jomoim::attention(c.q16, c.k16, c.v16, out_view, c.opt);
+    } else {
+      jomoim::attention(c.q, c.k, c.v, out_view, c.opt);
+    }
   }
   return result(out, lse, probs);
 }
@@ -273,15 +336,16 @@ py::array_t<double> from_vector(const std::vector<double>& src, std::initializer
 
 py::object attention_reference(py::handle q, py::handle k, py::handle v, py::handle causal, py::handle scale,
                                py::handle bias, py::handle key_lengths, py::handle notation, py::handle lse_flag,
-                               py::handle probs_flag) {
+                               py::handle probs_flag, py::handle dtype) {
   Call c;
   const bool return_lse = flag_of("return_lse", lse_flag), return_probs = flag_of("return_probs", probs_flag);
-  parse(c, q, k, v, causal, scale, bias, key_lengths, notation);
+  parse(c, q, k, v, causal, scale, bias, key_lengths, notation, dtype);
   const jomoim::AttentionShape& s = c.shape;
   jomoim::ReferenceResult r;
   {
     py::gil_scoped_release unlocked;
-    r = jomoim::attention_reference(c.q, c.k, c.v, c.opt);
+    r = c.half ? jomoim::attention_reference(c.q16, c.k16, c.v16, c.opt)
+               : jomoim::attention_reference(c.q, c.k, c.v, c.opt);
   }
   py::object out = from_vector(r.out, {s.B, s.Hq, s.Nq, s.Dv});
   if (c.col) out = py::module_::import("numpy").attr("ascontiguousarray")(out.attr("swapaxes")(2, 3));
@@ -294,7 +358,7 @@ py::object attention_reference(py::handle q, py::handle k, py::handle v, py::han
 // with the signature as Python users write it instead.
 const char* kAttentionDoc =
     R"doc(attention(q, k, v, *, causal=False, scale=None, bias=None, key_lengths=None, notation='paper')doc"
-    R"doc(, return_lse=False, return_probs=False, threads=None) -> out | (out, lse) | (out, probs) | (out, lse, probs)
+    R"doc(, return_lse=False, return_probs=False, threads=None, dtype=None) -> out | (out, lse) | (out, probs) | (out, lse, probs)
 
 Exact scaled dot-product attention on the CPU (float32).
 
@@ -306,8 +370,11 @@ With notation="3b1b" (3Blue1Brown's column matrices) q, k, v and out are [B, H, 
 instead; bias, lse and probs keep the shapes below.
 
 Arguments:
-    q, k, v       numpy.ndarray, dtype float32, any strides (transposed or sliced views are
-                  read in place, without a copy; strides must be multiples of 4 bytes).
+    q, k, v       numpy.ndarray, any strides (transposed or sliced views are read in place,
+                  without a copy; strides must be multiples of the element size), all three of
+                  one dtype: float32, float16, or bfloat16 (an array whose dtype is named
+                  "bfloat16", e.g. ml_dtypes', or uint16 bit patterns with dtype="bf16").
+                  16-bit inputs are widened exactly; scores, softmax and sums are float32.
     causal        mask aligned bottom-right: query i sees key j iff j <= i + (L - Nq), L = Nk
                   or key_lengths[b].
     scale         multiplies q @ k^T; default 1 / sqrt(D). Must be a finite float32.
@@ -318,9 +385,11 @@ Arguments:
     return_lse    also return the natural-log log-sum-exp of each row's scores, [B, Hq, Nq].
     return_probs  also return the softmax weights, [B, Hq, Nq, Nk] (the only N x N memory).
     threads       OpenMP threads for this call; None: OpenMP's default (OMP_NUM_THREADS).
+    dtype         None (from the arrays), "f32", "f16" or "bf16" (the only way to pass bfloat16
+                  as uint16 bits).
 
 Returns:
-    out (a new C-order float32 array) when neither return_lse nor return_probs is set;
+    out (a new C-order float32 array, whatever the inputs' dtype) when neither return_lse nor return_probs is set;
     otherwise a tuple: (out, lse), (out, probs) or (out, lse, probs).
     Query heads h read key/value head h // (Hq // Hkv) (grouped-query; Hq % Hkv == 0). A row
     whose keys are all masked gives zeros and lse = -inf; Nk = 0 is allowed.
@@ -337,12 +406,12 @@ same thread count.)doc";
 
 const char* kReferenceDoc =
     R"doc(attention_reference(q, k, v, *, causal=False, scale=None, bias=None, key_lengths=None, notation='paper')doc"
-    R"doc(, return_lse=False, return_probs=False) -> out | (out, lse) | (out, probs) | (out, lse, probs)
+    R"doc(, return_lse=False, return_probs=False, dtype=None) -> out | (out, lse) | (out, probs) | (out, lse, probs)
 
 The float64 oracle of attention(): plain loops, no tiling, no SIMD, one thread.
 
-Same arguments, rules and errors as attention() (without threads); the float32 inputs are read
-exactly and every result is a new C-order float64 array: out (in the caller's notation), and
+Same arguments, rules and errors as attention() (without threads); the inputs (float32, or
+16-bit widened) are read exactly and every result is a new C-order float64 array: out (in the caller's notation), and
 per the flags (out, lse), (out, probs) or (out, lse, probs). Meant for tests and checks: it
 allocates Nk doubles plus its results, and is far slower than attention().)doc";
 
@@ -359,11 +428,12 @@ PYBIND11_MODULE(_jomoim, m) {
         py::arg("causal") = py::bool_(false), py::arg("scale") = py::none(), py::arg("bias") = py::none(),
         py::arg("key_lengths") = py::none(), py::arg("notation") = py::str("paper"),
         py::arg("return_lse") = py::bool_(false), py::arg("return_probs") = py::bool_(false),
-        py::arg("threads") = py::none());
+        py::arg("threads") = py::none(), py::arg("dtype") = py::none());
   m.def("attention_reference", &attention_reference, kReferenceDoc, py::arg("q"), py::arg("k"), py::arg("v"),
         py::kw_only(), py::arg("causal") = py::bool_(false), py::arg("scale") = py::none(),
         py::arg("bias") = py::none(), py::arg("key_lengths") = py::none(), py::arg("notation") = py::str("paper"),
-        py::arg("return_lse") = py::bool_(false), py::arg("return_probs") = py::bool_(false));
+        py::arg("return_lse") = py::bool_(false), py::arg("return_probs") = py::bool_(false),
+        py::arg("dtype") = py::none());
   m.def("simd_targets", &jomoim::simd_targets,
         "simd_targets() -> list[str]\n\nSIMD targets compiled into the engine that this CPU can run, best first (e.g. "
         "['AVX3', 'AVX2', ...]).");

@@ -280,7 +280,10 @@ def refusal_cases():
         ("float64 q", TypeError, "q: expected dtype float32", dict(q=q.astype(np.float64))),
         ("int32 k", TypeError, "k: expected dtype float32", dict(k=k.astype(np.int32))),
         ("big-endian v", TypeError, "v: expected dtype float32", dict(v=v.astype(">f4"))),
-        ("float16 v", TypeError, "v: expected dtype float32", dict(v=v.astype(np.float16))),
+        ("float16 v", TypeError, "v: dtype float16, but q's is float32", dict(v=v.astype(np.float16))),
+        ("uint16 q", TypeError, "q: expected dtype float32 or float16", dict(q=q.view(np.uint16)[..., ::2])),
+        ("bf16 with float32", TypeError, "q: dtype='bf16' but the array is float32", dict(dtype="bf16")),
+        ("dtype name", ValueError, "dtype: expected None, 'f32', 'f16' or 'bf16', got 'half'", dict(dtype="half")),
         ("list q", TypeError, "q: expected a numpy.ndarray", dict(q=q.tolist())),
         ("scalar bias", TypeError, "bias: expected a numpy.ndarray of float32, got numpy.float32",
          dict(bias=np.float32(0.5))),
@@ -328,6 +331,48 @@ def refusal_cases():
 CASES, QKV = refusal_cases()
 
 
+# ---------------------------------------------------------------------------------------------
+# 16-bit inputs: float16 natively, bfloat16 as uint16 bit patterns with dtype="bf16". The oracle
+# is the float64 reference on the same numbers widened; the float32 tolerance applies.
+
+def to_bf16_bits(x):
+    u = np.ascontiguousarray(x, np.float32).view(np.uint32)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)  # nearest, ties to even
+
+
+def from_bf16_bits(b):
+    return (b.astype(np.uint32) << 16).view(np.float32)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("notation", ["paper", "3b1b"])
+def test_float16_and_bfloat16_inputs(causal, notation):
+    r = rng(21)
+    q, k, v = make(r, 2, 4, 2, 37, 301, 40, 24)
+    if notation == "3b1b":
+        q, k, v = (np.swapaxes(x, 2, 3) for x in (q, k, v))  # column views of the same memory
+    for name, (q16, k16, v16), wide, kw in [
+        ("f16", (x.astype(np.float16) for x in (q, k, v)), lambda a: a.astype(np.float32), {}),
+        ("bf16", (to_bf16_bits(x) for x in (q, k, v)), from_bf16_bits, {"dtype": "bf16"}),
+    ]:
+        qf, kf, vf = (wide(x) for x in (q16, k16, v16))
+        for threads in (1, 2):
+            out, lse = jomoim.attention(q16, k16, v16, causal=causal, notation=notation, return_lse=True,
+                                        threads=threads, **kw)
+            assert out.dtype == np.float32
+            want, want_lse = jomoim.attention_reference(qf, kf, vf, causal=causal, notation=notation,
+                                                        return_lse=True)
+            np.testing.assert_allclose(out, want, rtol=0, atol=2e-5, err_msg=name)
+            np.testing.assert_allclose(lse, want_lse, rtol=0, atol=2e-5, err_msg=name)
+            # the same as the float32 path on the widened numbers, bit for bit (except bf16 on
+            # AVX3_BF16, whose VDPBF16PS scores round differently)
+            if name == "f16" or jomoim.active_simd_target() != "AVX3_BF16":
+                np.testing.assert_array_equal(out, jomoim.attention(qf, kf, vf, causal=causal, notation=notation,
+                                                                    threads=threads), err_msg=name)
+        ref16 = jomoim.attention_reference(q16, k16, v16, causal=causal, notation=notation, **kw)
+        np.testing.assert_array_equal(ref16, want, err_msg=name)
+
+
 @pytest.mark.parametrize("fn", ["attention", "attention_reference"])
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_refusals(case, fn):
@@ -359,7 +404,7 @@ def test_engine_errors_are_jomoim_error_a_value_error():
 def test_help_and_stubs_show_the_api():
     doc = jomoim.attention.__doc__
     assert doc.startswith("attention(q, k, v, *, causal=False, scale=None, bias=None, key_lengths=None, "
-                          "notation='paper', return_lse=False, return_probs=False, threads=None)")
+                          "notation='paper', return_lse=False, return_probs=False, threads=None, dtype=None)")
     for word in ("[B, Hq, Nq, D]", "3b1b", "(out, lse, probs)", "TypeError", "jomoim.Error", "GIL"):
         assert word in doc
     assert jomoim.attention_reference.__doc__.startswith("attention_reference(q, k, v, *")

@@ -19,6 +19,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "bf16_dot.hpp"
 #include "jomoim/engine/threads.hpp"
 
 #include "plan.hpp"
@@ -115,6 +116,28 @@ HWY_INLINE void TransposeSquare(VF (&v)[kLanes]) {
   }
 }
 #endif
+
+// dst[i] = the float32 value of src[i * stride] for i < n, 16-bit storage of format t (bf16 or
+// f16; exact). Contiguous sources by whole vectors (F16C's VCVTPH2PS on AVX2 and up; bf16 is a
+// shift), the rest and strided sources one by one.
+HWY_INLINE void WidenRow(const std::uint16_t* HWY_RESTRICT src, std::ptrdiff_t stride, size_t n,
+                         float* HWY_RESTRICT dst, Dtype t) {
+  size_t i = 0;
+  if (stride == 1) {
+    const DF df;
+    const size_t L = hn::Lanes(df);
+    if (t == Dtype::bf16) {
+      const hn::Rebind<hwy::bfloat16_t, DF> dh;
+      const auto* s16 = reinterpret_cast<const hwy::bfloat16_t*>(src);
+      for (; i + L <= n; i += L) hn::StoreU(hn::PromoteTo(df, hn::LoadU(dh, s16 + i)), df, dst + i);
+    } else {
+      const hn::Rebind<hwy::float16_t, DF> dh;
+      const auto* s16 = reinterpret_cast<const hwy::float16_t*>(src);
+      for (; i + L <= n; i += L) hn::StoreU(hn::PromoteTo(df, hn::LoadU(dh, s16 + i)), df, dst + i);
+    }
+  }
+  for (; i < n; ++i) dst[i] = half_to_float(src[std::ptrdiff_t(i) * stride], t);
+}
 
 // Everything below is instantiated for each tile shape of plan.hpp: kBlockQ query rows by
 // kBlockK keys.
@@ -458,6 +481,9 @@ struct Tiled {
     size_t dvp;    // Dv rounded up to whole vectors
     size_t cols;   // the block's rows rounded up to whole vectors
     bool direct;   // few rows: score against K rows in place, vectorised over D
+    // bf16 inputs on AVX3 with AVX512_BF16 (bf16_dot.hpp): qt holds Q as bf16 pairs, not
+    // pre-scaled ((D + 1) / 2 rows of kBlockQ 32-bit lanes), and K tiles are read in place.
+    bool bf16dot;
     // Strides of row r and key j in st.
     PLayout layout() const { return direct ? PLayout{size_t(kBlockK), 1} : PLayout{1, size_t(kBlockQ)}; }
     // Whether the output accumulates as O^T in acct (wide blocks, not direct) rather than in acc.
@@ -471,7 +497,12 @@ struct Tiled {
     Buffers b;
     b.dvp = RoundUp(size_t(s.Dv), L);
     b.cols = RoundUp(size_t(rows), L);
-    b.direct = rows <= kDirectRows && p.k.strides[3] == 1;
+    b.direct = rows <= kDirectRows && (p.half() || p.k.strides[3] == 1);  // 16-bit K: widened rows
+#if HWY_TARGET == HWY_AVX3
+    b.bf16dot = !b.direct && p.dtype == Dtype::bf16 && p.k.strides[3] == 1 && bf16_dot_enabled();
+#else
+    b.bf16dot = false;
+#endif
     const size_t nq = RoundUp(size_t(s.D) * kBlockQ, a), nk = RoundUp(kBlockK * size_t(s.D), a),
                  nv = RoundUp(kBlockK * b.dvp, a), ns = kBlockK * kBlockQ, nacc = RoundUp(kBlockQ * b.dvp, a),
                  nm = kBlockQ;
@@ -492,13 +523,41 @@ struct Tiled {
 
   // Packs the block's query rows, pre-multiplied by the scale, as Q^T (or as Q rows for the
   // direct path): qt[d][r] = scale * q[b, h_r, i_r, d].
+  //   16-bit queries are first widened into qp (rows of D floats; free unless direct) and packed
+  //   from there like contiguous float32 rows.
   static inline void PackQueries(const Problem& p, const Rows& rows, const Buffers& buf) {
     const std::int64_t D = p.s.D;
-    const std::int64_t sd = p.q.strides[3];
+    const bool half = p.half();
+    const std::int64_t sd = half ? 1 : p.q.strides[3];
     const float scale2 = p.s.scale * kLog2e;  // scores in base-2 units
     auto row = [&](std::int64_t r) {
+      if (half) return static_cast<const float*>(buf.qp + r * D);
       return p.q.data + rows.b * p.q.strides[0] + rows.head[r] * p.q.strides[1] + rows.pos[r] * p.q.strides[2];
     };
+    if (buf.bf16dot) {  // pairs of bf16 bits: lane r of row d / 2 holds q[r][d] | q[r][d + 1] << 16
+      auto* qp = reinterpret_cast<std::uint32_t*>(buf.qt);
+      const std::int64_t pairs = (D + 1) / 2, sq = p.q.strides[3];
+      for (std::int64_t r = 0; r < rows.n; ++r) {
+        const std::uint16_t* qr =
+            p.q16.data + rows.b * p.q.strides[0] + rows.head[r] * p.q.strides[1] + rows.pos[r] * p.q.strides[2];
+        for (std::int64_t d2 = 0; d2 < pairs; ++d2) {
+          const std::uint32_t lo = qr[2 * d2 * sq], hi = 2 * d2 + 1 < D ? qr[(2 * d2 + 1) * sq] : 0u;
+          qp[d2 * kBlockQ + r] = lo | hi << 16;
+        }
+      }
+      for (std::int64_t d2 = 0; d2 < pairs; ++d2)
+        std::fill(qp + d2 * kBlockQ + rows.n, qp + d2 * kBlockQ + buf.cols, 0u);
+      return;
+    }
+    if (half) {
+      for (std::int64_t r = 0; r < rows.n; ++r)
+        WidenRow(p.q16.data + rows.b * p.q.strides[0] + rows.head[r] * p.q.strides[1] + rows.pos[r] * p.q.strides[2],
+                 p.q.strides[3], size_t(D), buf.qp + r * D, p.dtype);
+      if (buf.direct) {
+        for (std::int64_t x = 0; x < rows.n * D; ++x) buf.qp[x] *= scale2;
+        return;
+      }
+    }
     if (buf.direct) {
       for (std::int64_t r = 0; r < rows.n; ++r) {
         const float* qr = row(r);
@@ -560,9 +619,20 @@ struct Tiled {
                                         const Buffers& buf) {
     const AttentionShape& s = p.s;
     const std::int64_t D = s.D;
-    const float* kbase = p.k.data + rows.b * p.k.strides[0] + rows.g * p.k.strides[1] + t0 * p.k.strides[2];
-    const std::int64_t ksn = p.k.strides[2], ksd = p.k.strides[3];
-    if (buf.direct) {
+    const std::int64_t koff = rows.b * p.k.strides[0] + rows.g * p.k.strides[1] + t0 * p.k.strides[2];
+    const float* kbase = p.half() ? nullptr : p.k.data + koff;
+    std::int64_t ksn = p.k.strides[2], ksd = p.k.strides[3];
+    if (p.half() && !buf.bf16dot) {  // 16-bit K: the tile widened into kp, then read as float32 rows
+      for (std::int64_t j = 0; j < tl; ++j)
+        WidenRow(p.k16.data + koff + j * ksn, ksd, size_t(D), buf.kp + j * D, p.dtype);
+      kbase = buf.kp;
+      ksn = D;
+      ksd = 1;
+    }
+    if (buf.bf16dot) {  // VDPBF16PS on K's bf16 rows in place; the scale applied to the sums
+      score_tile_bf16(p.k16.data + koff, ksn, size_t(tl), reinterpret_cast<const std::uint32_t*>(buf.qt), kBlockQ,
+                      buf.cols, buf.st, kBlockQ, size_t(D), s.scale * kLog2e);
+    } else if (buf.direct) {
       ScoreTileDirect(buf.qp, size_t(rows.n), size_t(D), kbase, ksn, size_t(tl), buf.st);
     } else if (ksd == 1) {
       ScoreTile(kbase, ksn, size_t(tl), buf.qt, buf.cols, buf.st, size_t(D));
@@ -680,7 +750,7 @@ struct Tiled {
     }
     // V rows are read in place when they are contiguous (whole vectors for the direct path);
     // otherwise packed.
-    const bool direct_v = p.v.strides[3] == 1 && (value_t || size_t(s.Dv) == buf.dvp);
+    const bool direct_v = !p.half() && p.v.strides[3] == 1 && (value_t || size_t(s.Dv) == buf.dvp);
     for (std::int64_t t0 = k0; t0 < k1; t0 += kBlockK) {
       const std::int64_t tl = std::min<std::int64_t>(kBlockK, k1 - t0);
       const std::int64_t first_masked = TileScores(p, rows, t0, tl, buf);
@@ -690,14 +760,19 @@ struct Tiled {
         SoftmaxStep(buf, tl);
       }
       // (acc and O^T are rescaled by alpha inside ValueTile and ValueTileT)
-      const float* vbase = p.v.data + rows.b * p.v.strides[0] + rows.g * p.v.strides[1] + t0 * p.v.strides[2];
+      const std::int64_t voff = rows.b * p.v.strides[0] + rows.g * p.v.strides[1] + t0 * p.v.strides[2];
+      const float* vbase = p.half() ? nullptr : p.v.data + voff;
       const float* vrows = vbase;
       std::ptrdiff_t ldv = p.v.strides[2];
       if (!direct_v) {
         for (std::int64_t j = 0; j < tl; ++j) {
           float* dst = buf.vp + j * buf.dvp;
-          const float* src = vbase + j * p.v.strides[2];
-          for (std::int64_t e = 0; e < s.Dv; ++e) dst[e] = src[e * p.v.strides[3]];
+          if (p.half()) {  // 16-bit V: widened while packing
+            WidenRow(p.v16.data + voff + j * p.v.strides[2], p.v.strides[3], size_t(s.Dv), dst, p.dtype);
+          } else {
+            const float* src = vbase + j * p.v.strides[2];
+            for (std::int64_t e = 0; e < s.Dv; ++e) dst[e] = src[e * p.v.strides[3]];
+          }
           std::fill(dst + s.Dv, dst + buf.dvp, 0.0f);
         }
         vrows = buf.vp;
@@ -748,7 +823,7 @@ struct Tiled {
     for (std::int64_t j = 0; j < tl; ++j) {
       float* dst = buf.vp + j * buf.dvp;
       for (std::int64_t e = 0; e < p.s.Dv; ++e) {
-        const float x = p.v(rows.b, rows.g, t0 + j, e);
+        const float x = p.v_at(rows.b, rows.g, t0 + j, e);
         dst[e] = std::isfinite(x) ? x : 0.0f;
       }
       std::fill(dst + p.s.Dv, dst + buf.dvp, 0.0f);
@@ -763,7 +838,7 @@ struct Tiled {
     const PLayout pl = buf.layout();
     for (std::int64_t j = 0; j < tl; ++j)
       for (std::int64_t e = 0; e < p.s.Dv; ++e) {
-        const float x = p.v(rows.b, rows.g, t0 + j, e);
+        const float x = p.v_at(rows.b, rows.g, t0 + j, e);
         if (std::isfinite(x)) continue;
         for (std::int64_t r = 0; r < rows.n; ++r) {
           if (!Sees(p, rows, r, t0 + j)) continue;
@@ -1017,12 +1092,22 @@ HWY_EXPORT(RunAttention);
 static void Dispatch(const Problem& p, const Plan& plan) { HWY_DYNAMIC_DISPATCH(RunAttention)(p, plan); }
 }  // namespace detail
 
-void attention(ConstTensor4 q, ConstTensor4 k, ConstTensor4 v, Tensor4 out, const AttentionOptions& options) {
-  const detail::Problem p = detail::make_problem(q, k, v, &out, options);
-  const int threads = resolve_threads(options.threads);
+namespace {
+void run(const detail::Problem& p, int threads_option) {
+  const int threads = resolve_threads(threads_option);
   const detail::Plan plan = detail::make_plan(p, threads);
   if (plan.items == 0) return;  // B, Hq or Nq is zero: no output element exists
   detail::Dispatch(p, plan);
+}
+}  // namespace
+
+void attention(ConstTensor4 q, ConstTensor4 k, ConstTensor4 v, Tensor4 out, const AttentionOptions& options) {
+  run(detail::make_problem(q, k, v, &out, options), options.threads);
+}
+
+void attention(const ConstTensor4x16& q, const ConstTensor4x16& k, const ConstTensor4x16& v, Tensor4 out,
+               const AttentionOptions& options) {
+  run(detail::make_problem(q, k, v, &out, options), options.threads);
 }
 
 }  // namespace jomoim

@@ -7,14 +7,19 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "jomoim/core/half.hpp"
 #include "jomoim/engine/attention.hpp"
 
 namespace jomoim::detail {
 
 struct Problem {
   AttentionShape s;
-  ConstTensor4 q, k, v;  // [B,Hq,Nq,D], [B,Hkv,Nk,D], [B,Hkv,Nk,Dv]
-  Tensor4 out;           // [B,Hq,Nq,Dv] (may be empty when only the reference runs)
+  ConstTensor4 q, k, v;  // [B,Hq,Nq,D], [B,Hkv,Nk,D], [B,Hkv,Nk,Dv]; null data when 16-bit
+  // The storage of q, k and v: float32 (in q, k, v), or bf16 / f16, whose bits are in q16, k16,
+  // v16 (same shapes and strides as q, k, v, which keep them for indexing).
+  Dtype dtype = Dtype::f32;
+  TensorView<const std::uint16_t, 4> q16, k16, v16;
+  Tensor4 out;  // [B,Hq,Nq,Dv] (may be empty when only the reference runs)
   bool causal = false;
   bool has_bias = false;
   ConstTensor4 bias;                          // [B,Hq,Nq,Nk], stride 0 on broadcast dimensions
@@ -22,6 +27,18 @@ struct Problem {
   bool has_lse = false, has_probs = false;
   Tensor3 lse;    // [B,Hq,Nq]
   Tensor4 probs;  // [B,Hq,Nq,Nk]
+
+  bool half() const { return dtype != Dtype::f32; }
+  // Elements of q, k, v as float32, whatever the storage (off the hot paths).
+  float q_at(std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t d) const {
+    return half() ? half_to_float(q16(b, h, i, d), dtype) : q(b, h, i, d);
+  }
+  float k_at(std::int64_t b, std::int64_t h, std::int64_t j, std::int64_t d) const {
+    return half() ? half_to_float(k16(b, h, j, d), dtype) : k(b, h, j, d);
+  }
+  float v_at(std::int64_t b, std::int64_t h, std::int64_t j, std::int64_t e) const {
+    return half() ? half_to_float(v16(b, h, j, e), dtype) : v(b, h, j, e);
+  }
 
   // Number of valid keys of batch b (Nk unless key lengths are given).
   std::int64_t key_length(std::int64_t b) const { return key_lengths ? key_lengths[b] : s.Nk; }
@@ -37,6 +54,9 @@ struct Problem {
 
 // Validates the arguments (throws Error) and builds the problem. out may be null (reference).
 Problem make_problem(ConstTensor4 q, ConstTensor4 k, ConstTensor4 v, const Tensor4* out,
+                     const AttentionOptions& options);
+// The same for 16-bit inputs (all three bf16, or all three f16; anything else is refused).
+Problem make_problem(const ConstTensor4x16& q, const ConstTensor4x16& k, const ConstTensor4x16& v, const Tensor4* out,
                      const AttentionOptions& options);
 
 // A backward call after validation (paper layout). dbias is a view of the caller's dbias with

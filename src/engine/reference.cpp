@@ -8,9 +8,10 @@
 
 namespace jomoim {
 
-ReferenceResult attention_reference(ConstTensor4 q_in, ConstTensor4 k_in, ConstTensor4 v_in,
-                                    const AttentionOptions& options) {
-  const detail::Problem p = detail::make_problem(q_in, k_in, v_in, nullptr, options);
+namespace {
+
+// The oracle on a validated problem. 16-bit inputs are widened exactly (to float32, then double).
+ReferenceResult reference_of(const detail::Problem& p) {
   const auto [B, Hq, Hkv, Nq, Nk, D, Dv, scale] = p.s;
   const std::int64_t group = Hq / Hkv;  // query heads per key/value head
   const double inf = std::numeric_limits<double>::infinity();
@@ -40,7 +41,7 @@ ReferenceResult attention_reference(ConstTensor4 q_in, ConstTensor4 k_in, ConstT
           if (!seen[j]) continue;
           any_seen = true;
           double dot = 0;
-          for (std::int64_t d = 0; d < D; ++d) dot += double(p.q(b, h, i, d)) * double(p.k(b, hk, j, d));
+          for (std::int64_t d = 0; d < D; ++d) dot += double(p.q_at(b, h, i, d)) * double(p.k_at(b, hk, j, d));
           score[j] = double(scale) * dot + (p.has_bias ? double(p.bias(b, h, i, j)) : 0.0);
           if (std::isnan(score[j]) || score[j] > max_score) max_score = score[j];
         }
@@ -56,12 +57,23 @@ ReferenceResult attention_reference(ConstTensor4 q_in, ConstTensor4 k_in, ConstT
         for (std::int64_t j = 0; j < Nk; ++j) {
           if (!seen[j]) continue;
           r.probs[row * Nk + j] = score[j] * inv;
-          for (std::int64_t e = 0; e < Dv; ++e) r.out[row * Dv + e] += score[j] * double(p.v(b, hk, j, e));
+          for (std::int64_t e = 0; e < Dv; ++e) r.out[row * Dv + e] += score[j] * double(p.v_at(b, hk, j, e));
         }
         for (std::int64_t e = 0; e < Dv; ++e) r.out[row * Dv + e] *= inv;
       }
     }
   return r;
+}
+
+}  // namespace
+
+ReferenceResult attention_reference(ConstTensor4 q, ConstTensor4 k, ConstTensor4 v, const AttentionOptions& options) {
+  return reference_of(detail::make_problem(q, k, v, nullptr, options));
+}
+
+ReferenceResult attention_reference(const ConstTensor4x16& q, const ConstTensor4x16& k, const ConstTensor4x16& v,
+                                    const AttentionOptions& options) {
+  return reference_of(detail::make_problem(q, k, v, nullptr, options));
 }
 
 }  // namespace jomoim

@@ -6,12 +6,25 @@
 #include <hwy/highway.h>
 #include <hwy/targets.h>
 
+#include "bf16_dot.hpp"
 #include "jomoim/core/tensor.hpp"
 
 namespace jomoim {
 
 namespace {
 std::int64_t pinned_target = 0;  // 0: no pin, the best target the CPU supports
+// "AVX3_BF16" is not a Highway target: it is AVX3 with the VDPBF16PS score kernel of bf16 inputs
+// (bf16_dot.hpp), listed first on CPUs with AVX512_BF16; pinning "AVX3" (or any other target)
+// turns that kernel off, so both paths can be run and compared on one machine.
+constexpr const char* kBf16Target = "AVX3_BF16";
+bool bf16_dot_off = false;
+
+bool bf16_target_available() {
+  if (!detail::cpu_has_avx512_bf16()) return false;
+  for (std::int64_t t : hwy::SupportedAndGeneratedTargets())
+    if (t == HWY_AVX3) return true;
+  return false;
+}
 
 // Highway's name for a target as users write it: any case, and AVX512 / AVX-512 for AVX3.
 std::string canonical_target_name(const std::string& name) {
@@ -25,33 +38,48 @@ std::string canonical_target_name(const std::string& name) {
 std::vector<std::string> simd_targets() {
   std::vector<std::string> names;
   hwy::SetSupportedTargetsForTest(0);  // ask the CPU, not a previous pin ...
-  for (std::int64_t t : hwy::SupportedAndGeneratedTargets()) names.push_back(hwy::TargetName(t));
+  for (std::int64_t t : hwy::SupportedAndGeneratedTargets()) {
+    if (t == HWY_AVX3 && bf16_target_available()) names.push_back(kBf16Target);
+    names.push_back(hwy::TargetName(t));
+  }
   hwy::SetSupportedTargetsForTest(pinned_target);  // ... then put the pin back
   return names;
 }
 
+namespace detail {
+bool bf16_dot_enabled() { return !bf16_dot_off && cpu_has_avx512_bf16(); }
+}  // namespace detail
+
 std::string active_simd_target() {
   hwy::SetSupportedTargetsForTest(pinned_target);
   const std::int64_t t = hwy::SupportedTargets() & HWY_TARGETS;
-  return hwy::TargetName(t & -t);  // lowest set bit = best target
+  const std::int64_t best = t & -t;  // lowest set bit = best target
+  if (best == HWY_AVX3 && detail::bf16_dot_enabled()) return kBf16Target;
+  return hwy::TargetName(best);
 }
 
 void set_simd_target(const std::string& name) {
   std::int64_t chosen = 0;
+  bool bf16_off = false;
   if (!name.empty()) {
     hwy::SetSupportedTargetsForTest(0);
     const std::string wanted = canonical_target_name(name);
-    for (std::int64_t t : hwy::SupportedAndGeneratedTargets())
-      if (wanted == hwy::TargetName(t)) chosen = t;
+    if (wanted == kBf16Target && bf16_target_available()) {
+      chosen = HWY_AVX3;
+    } else {
+      for (std::int64_t t : hwy::SupportedAndGeneratedTargets())
+        if (wanted == hwy::TargetName(t)) chosen = t;
+      bf16_off = true;
+    }
     if (chosen == 0) {
       std::string known;
-      for (std::int64_t t : hwy::SupportedAndGeneratedTargets())
-        known += std::string(known.empty() ? "" : ", ") + hwy::TargetName(t);
+      for (const std::string& t : simd_targets()) known += (known.empty() ? "" : ", ") + t;
       hwy::SetSupportedTargetsForTest(pinned_target);
       throw Error("simd target: '" + name + "' is not available on this CPU (available: " + known + ")");
     }
   }
   pinned_target = chosen;
+  bf16_dot_off = bf16_off;
   hwy::SetSupportedTargetsForTest(pinned_target);
   hwy::GetChosenTarget().Update(hwy::SupportedTargets());
 }

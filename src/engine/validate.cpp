@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numeric>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "problem.hpp"
@@ -28,7 +29,8 @@ std::pair<std::uintptr_t, std::uintptr_t> span_of(const TensorView<T, R>& v) {
     (ext < 0 ? lo : hi) += ext;
   }
   const auto base = reinterpret_cast<std::uintptr_t>(v.data);
-  return {base + lo * std::int64_t(sizeof(float)), base + (hi + 1) * std::int64_t(sizeof(float))};
+  const std::int64_t size = std::int64_t(sizeof(T));  // 4, or 2 for 16-bit inputs
+  return {base + lo * size, base + (hi + 1) * size};
 }
 
 template <class A, class B>
@@ -66,8 +68,9 @@ void check_output_strides(const char* name, const TensorView<float, R>& v) {
   }
 }
 
-void expect_shape(const char* name, const ConstTensor4& v, const std::array<std::int64_t, 4>& want, const char* letters,
-                  Notation n, const ConstTensor4& as_given) {
+template <class T>
+void expect_shape(const char* name, const TensorView<T, 4>& v, const std::array<std::int64_t, 4>& want,
+                  const char* letters, Notation n, const TensorView<T, 4>& as_given) {
   if (v.shape != want) {
     // Report in the caller's own layout.
     std::array<std::int64_t, 4> w = want;
@@ -77,10 +80,15 @@ void expect_shape(const char* name, const ConstTensor4& v, const std::array<std:
   }
 }
 
-}  // namespace
+// The float view the kernels index with: the input's shape and strides; its data for float32
+// inputs, null for 16-bit ones (whose bits the problem keeps beside it).
+ConstTensor4 float_view(const ConstTensor4& v) { return v; }
+ConstTensor4 float_view(const TensorView<const std::uint16_t, 4>& v) { return {nullptr, v.shape, v.strides}; }
 
-Problem make_problem(ConstTensor4 q_in, ConstTensor4 k_in, ConstTensor4 v_in, const Tensor4* out_in,
-                     const AttentionOptions& o) {
+// Both element types of the inputs: float32, or 16-bit bits (bf16 / f16, the dtype in Problem).
+template <class T>
+Problem make_problem_of(TensorView<const T, 4> q_in, TensorView<const T, 4> k_in, TensorView<const T, 4> v_in,
+                        const Tensor4* out_in, const AttentionOptions& o, Problem p) {
   const bool col = o.notation == Notation::col3b1b;
   const char* q_letters = col ? "[B, Hq, D, Nq]" : "[B, Hq, Nq, D]";
   const char* k_letters = col ? "[B, Hkv, D, Nk]" : "[B, Hkv, Nk, D]";
@@ -90,10 +98,16 @@ Problem make_problem(ConstTensor4 q_in, ConstTensor4 k_in, ConstTensor4 v_in, co
   check_view_basics("k", k_in);
   check_view_basics("v", v_in);
 
-  Problem p;
-  p.q = col ? q_in.transposed(2, 3) : q_in;
-  p.k = col ? k_in.transposed(2, 3) : k_in;
-  p.v = col ? v_in.transposed(2, 3) : v_in;
+  const TensorView<const T, 4> q_p = col ? q_in.transposed(2, 3) : q_in, k_p = col ? k_in.transposed(2, 3) : k_in,
+                               v_p = col ? v_in.transposed(2, 3) : v_in;
+  p.q = float_view(q_p);
+  p.k = float_view(k_p);
+  p.v = float_view(v_p);
+  if constexpr (std::is_same_v<T, std::uint16_t>) {
+    p.q16 = q_p;
+    p.k16 = k_p;
+    p.v16 = v_p;
+  }
   AttentionShape& s = p.s;
   s.B = p.q.shape[0];
   s.Hq = p.q.shape[1];
@@ -107,8 +121,8 @@ Problem make_problem(ConstTensor4 q_in, ConstTensor4 k_in, ConstTensor4 v_in, co
                 q_letters);
   if (s.Hkv < 1)
     throw Error(std::string("k: needs at least one key/value head, got shape ") + shape_string(k_in) + " " + k_letters);
-  expect_shape("k", p.k, {s.B, s.Hkv, s.Nk, s.D}, k_letters, o.notation, k_in);
-  expect_shape("v", p.v, {s.B, s.Hkv, s.Nk, s.Dv}, v_letters, o.notation, v_in);
+  expect_shape("k", k_p, {s.B, s.Hkv, s.Nk, s.D}, k_letters, o.notation, k_in);
+  expect_shape("v", v_p, {s.B, s.Hkv, s.Nk, s.Dv}, v_letters, o.notation, v_in);
   if (s.Hq % s.Hkv != 0)
     throw Error("q: Hq = " + std::to_string(s.Hq) + " query heads is not a multiple of Hkv = " + std::to_string(s.Hkv) +
                 " key/value heads");
@@ -189,6 +203,27 @@ Problem make_problem(ConstTensor4 q_in, ConstTensor4 k_in, ConstTensor4 v_in, co
     if (p.has_lse && overlaps(p.probs, p.lse)) throw Error("probs: memory overlaps lse");
   }
   return p;
+}
+
+}  // namespace
+
+Problem make_problem(ConstTensor4 q, ConstTensor4 k, ConstTensor4 v, const Tensor4* out, const AttentionOptions& o) {
+  return make_problem_of<float>(q, k, v, out, o, Problem{});
+}
+
+Problem make_problem(const ConstTensor4x16& q, const ConstTensor4x16& k, const ConstTensor4x16& v, const Tensor4* out,
+                     const AttentionOptions& o) {
+  // One format for all three inputs: bf16, or f16 (a mix would need a second widening per
+  // operand for no known use).
+  for (const auto& [name, t] : {std::pair{"q", q.dtype}, {"k", k.dtype}, {"v", v.dtype}})
+    if (t != Dtype::bf16 && t != Dtype::f16)
+      throw Error(std::string(name) + ": 16-bit inputs must be bf16 or f16, got " + dtype_name(t));
+  if (k.dtype != q.dtype || v.dtype != q.dtype)
+    throw Error(std::string("k, v: must have q's dtype (") + dtype_name(q.dtype) + "), got k " + dtype_name(k.dtype) +
+                ", v " + dtype_name(v.dtype) + " (bf16 and f16 do not mix)");
+  Problem p;
+  p.dtype = q.dtype;
+  return make_problem_of<std::uint16_t>(q.bits, k.bits, v.bits, out, o, p);
 }
 
 BackwardProblem make_backward_problem(ConstTensor4 q_in, ConstTensor4 k_in, ConstTensor4 v_in,
@@ -274,6 +309,11 @@ BackwardProblem make_backward_problem(ConstTensor4 q_in, ConstTensor4 k_in, Cons
 
 AttentionShape check_attention_args(ConstTensor4 q, ConstTensor4 k, ConstTensor4 v, const Tensor4* out,
                                     const AttentionOptions& options) {
+  return detail::make_problem(q, k, v, out, options).s;
+}
+
+AttentionShape check_attention_args(const ConstTensor4x16& q, const ConstTensor4x16& k, const ConstTensor4x16& v,
+                                    const Tensor4* out, const AttentionOptions& options) {
   return detail::make_problem(q, k, v, out, options).s;
 }
 

@@ -302,7 +302,10 @@ std::string describe_dtype(const std::string& d) {
 
 // Checks the header (the bytes between the preamble and the data, '\n' included) and returns
 // the shape it describes.
-std::vector<std::int64_t> parse_header(std::string_view header, const std::string& name) {
+//   descr_out: null for the strict float32 reader ('<f4' only); otherwise '<f2' and '<u2' are
+//   accepted too and the type string is stored there.
+std::vector<std::int64_t> parse_header(std::string_view header, const std::string& name,
+                                       std::string* descr_out = nullptr) {
   if (header.empty() || header.back() != '\n')
     fail(name, "header does not end with a newline (not a NumPy header, or cut short)");
   header.remove_suffix(1);
@@ -338,9 +341,15 @@ std::vector<std::int64_t> parse_header(std::string_view header, const std::strin
   if (descr->kind != Literal::Kind::string)
     fail(name, "data type " + render(*descr) +
                    " is not supported (structured types are not); expected '<f4' (little-endian float32)");
-  if (descr->text != "<f4")
+  if (descr_out) {
+    if (descr->text != "<f4" && descr->text != "<f2" && descr->text != "<u2")
+      fail(name, "data type " + describe_dtype(descr->text) +
+                     " is not supported; expected '<f4' (float32), '<f2' (float16) or '<u2' (bfloat16 bits)");
+    *descr_out = descr->text;
+  } else if (descr->text != "<f4") {
     fail(name,
          "data type " + describe_dtype(descr->text) + " is not supported; expected '<f4' (little-endian float32)");
+  }
 
   if (fortran->kind != Literal::Kind::boolean)
     fail(name, "'fortran_order' must be True or False, got " + render(*fortran));
@@ -427,7 +436,19 @@ std::string make_header(std::span<const std::int64_t> shape) {
 
 }  // namespace
 
+namespace {
+NpyInfo parse_info(std::span<const std::byte> bytes, std::uint64_t file_size, const std::string& name,
+                   std::string* descr_out);
+}  // namespace
+
 NpyInfo parse_npy_info(std::span<const std::byte> bytes, std::uint64_t file_size, const std::string& name) {
+  return parse_info(bytes, file_size, name, nullptr);
+}
+
+namespace {
+// parse_npy_info, and with a non-null descr_out also the 16-bit types (parse_header).
+NpyInfo parse_info(std::span<const std::byte> bytes, std::uint64_t file_size, const std::string& name,
+                   std::string* descr_out) {
   const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
   // `size` is the file's, for every check and message; `bytes` must hold as much of its
   // beginning as the preamble and header need.
@@ -463,24 +484,52 @@ NpyInfo parse_npy_info(std::span<const std::byte> bytes, std::uint64_t file_size
   need_bytes(header_start + header_len);
 
   NpyInfo info;
-  info.shape =
-      parse_header(std::string_view(reinterpret_cast<const char*>(p + header_start), std::size_t(header_len)), name);
+  info.shape = parse_header(std::string_view(reinterpret_cast<const char*>(p + header_start), std::size_t(header_len)),
+                            name, descr_out);
   std::string problem;
   const std::uint64_t count = element_count(info.shape, &problem);
   if (!problem.empty()) fail(name, problem);
 
   const std::uint64_t data_start = header_start + header_len;
   const std::uint64_t have = size - data_start;
-  const std::uint64_t need = count * sizeof(float);
+  const bool wide = !descr_out || *descr_out == "<f4";
+  const std::uint64_t need = count * (wide ? sizeof(float) : 2);
   if (have < need)
     fail(name, "data is truncated: shape " + shape_string(info.shape) + " needs " + std::to_string(need) +
-                   " bytes of float32, but only " + std::to_string(have) + " follow the header");
+                   " bytes of " + (wide ? "float32" : "16-bit numbers") + ", but only " + std::to_string(have) +
+                   " follow the header");
   if (have > need)
     fail(name, "file has " + std::to_string(have - need) + " bytes after the data the header describes (shape " +
                    shape_string(info.shape) + ")");
   info.data_offset = data_start;
   info.count = count;
   return info;
+}
+}  // namespace
+
+NpyAnyArray parse_npy_any(std::span<const std::byte> bytes, const std::string& name) {
+  NpyAnyArray a;
+  NpyInfo info = parse_info(bytes, bytes.size(), name, &a.descr);
+  a.shape = std::move(info.shape);
+  const std::size_t count = std::size_t(info.count);
+  if (a.descr == "<f4") {
+    a.f32.resize(count);
+    if (count > 0) std::memcpy(a.f32.data(), bytes.data() + info.data_offset, count * sizeof(float));
+  } else {
+    a.u16.resize(count);
+    if (count > 0) std::memcpy(a.u16.data(), bytes.data() + info.data_offset, count * 2);
+  }
+  if constexpr (std::endian::native == std::endian::big) {
+    for (float& f : a.f32) f = std::bit_cast<float>(__builtin_bswap32(std::bit_cast<std::uint32_t>(f)));
+    for (std::uint16_t& u : a.u16) u = __builtin_bswap16(u);
+  }
+  return a;
+}
+
+NpyAnyArray read_npy_any(const std::filesystem::path& path) {
+  const std::string name = path.string();
+  const std::vector<std::byte> bytes = read_file(path, name);
+  return parse_npy_any(bytes, name);
 }
 
 NpyArray parse_npy(std::span<const std::byte> bytes, const std::string& name) {

@@ -55,8 +55,7 @@ AttentionRun bench_attention(Workload& w, const BenchOptions& o, int threads) {
   }
   r.peak_reset = reset_peak_rss() && r.peak_reset;
   const double rss_timing = current_rss_mib();
-  r.timing = time_calls([&] { attention(w.qv(), w.kv(), w.vv(), w.outv(), w.options(threads)); }, o.warmup, o.reps,
-                        o.min_time);
+  r.timing = time_calls([&] { w.call(threads); }, o.warmup, o.reps, o.min_time);
   const double peak_timing = peak_rss_mib();
   r.repeat_bitwise = hash_bits(w.out) == first_hash;  // same inputs, same threads: same bits
   r.peak_rss_mib = std::max(r.peak_rss_mib, peak_timing);
@@ -79,6 +78,7 @@ Json attention_json(const Workload& w, const AttentionRun& r, int threads) {
   j["causal"] = w.causal;
   j["threads"] = threads;
   j["simd_target"] = active_simd_target();
+  j["dtype"] = dtype_name(w.dtype);
   j["check"] = r.check.mode;
   j["check_max_err"] = r.check.max_err;
   j["check_tol"] = r.check.tol;

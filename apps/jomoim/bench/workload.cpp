@@ -34,6 +34,20 @@ void Workload::allocate(unsigned seed) {
   fill(q, B * Hq * Nq * D, amp);
   fill(k, B * Hkv * Nk * D, amp);
   fill(v, B * Hkv * Nk * Dv, 1);
+  // 16-bit storage: the inputs rounded to the format, kept as bits for the engine and as their
+  // (exact) float32 values for the check against the reference.
+  auto narrow = [&](std::vector<float>& x, std::vector<std::uint16_t>& bits) {
+    bits.clear();
+    if (dtype == Dtype::f32) return;
+    bits.resize(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      bits[i] = half_from_float(x[i], dtype);
+      x[i] = half_to_float(bits[i], dtype);
+    }
+  };
+  narrow(q, q16);
+  narrow(k, k16);
+  narrow(v, v16);
   out.assign(std::size_t(B * Hq * Nq * Dv), 0.f);  // touched now: counted as inputs/outputs
   if (with_lse) lse.assign(std::size_t(B * Hq * Nq), 0.f);
   if (bias_kind != cases::BiasKind::none) {
@@ -91,7 +105,22 @@ AttentionOptions Workload::options(int threads) {
 void Workload::run(int threads) {
   std::fill(out.begin(), out.end(), NAN);
   std::fill(lse.begin(), lse.end(), NAN);
-  attention(qv(), kv(), vv(), outv(), options(threads));
+  call(threads);
+}
+
+ConstTensor4x16 Workload::view16(const std::vector<std::uint16_t>& x, Index H, Index N, Index E) const {
+  using Bits4 = TensorView<const std::uint16_t, 4>;
+  return {notation == Notation::paper ? Bits4::contiguous(x.data(), {B, H, N, E})
+                                      : Bits4::contiguous(x.data(), {B, H, E, N}),
+          dtype};
+}
+
+void Workload::call(int threads) {
+  if (dtype == Dtype::f32) {
+    attention(qv(), kv(), vv(), outv(), options(threads));
+  } else {
+    attention(view16(q16, Hq, Nq, D), view16(k16, Hkv, Nk, D), view16(v16, Hkv, Nk, Dv), outv(), options(threads));
+  }
 }
 
 std::string Workload::shape_label() const {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "attention_cases.hpp"
+#include "jomoim/core/half.hpp"
 #include "jomoim/core/tensor.hpp"
 #include "jomoim/engine/attention.hpp"
 
@@ -36,6 +37,10 @@ struct Workload {
   float amp = 1;
 
   std::vector<float> q, k, v, out, bias, lse;
+  // Storage of q, k, v (bench --dtype): f32, or bf16 / f16 bits in q16, k16, v16, with q, k, v
+  // then holding the same rounded numbers as float32 (the check's reference inputs).
+  Dtype dtype = Dtype::f32;
+  std::vector<std::uint16_t> q16, k16, v16;
 
   // A case of the table; throws Error when its memory is not what the bench lays out.
   static Workload from_case(const cases::Case& c, bool with_lse);
@@ -54,9 +59,15 @@ struct Workload {
   AttentionOptions options(int threads);
   AttentionShape shape() { return check_attention_args(qv(), kv(), vv(), nullptr, options(1)); }
   void run(int threads);
+  // One attention call on the inputs in their storage (no NaN fill): what is timed.
+  void call(int threads);
+  ConstTensor4x16 view16(const std::vector<std::uint16_t>& x, Index H, Index N, Index E) const;
 
   // Bytes a call must move at least: read q, k, v once, write out.
-  double bytes() const { return 4.0 * double(q.size() + k.size() + v.size() + out.size()); }
+  double bytes() const {
+    const double in = dtype == Dtype::f32 ? 4.0 : 2.0;
+    return in * double(q.size() + k.size() + v.size()) + 4.0 * double(out.size());
+  }
   std::string shape_label() const;
 };
 

@@ -35,6 +35,8 @@
 // rows, many keys, several threads) also keeps, per calling thread and likewise reused, a buffer of partial results of
 // units * Bq * (Dv + 2) floats, where units is below 8 * threads. The probs output is the
 // only N x N memory, and it is the caller's.
+// 16-bit inputs (bf16, f16; see the overload below) use the same scratch: the queries are widened
+// into the packed-query buffers and every K and V tile into the packed tile buffers above.
 // attention_reference() allocates Nk doubles and its B*Hq*Nq*(Dv + Nk + 1) result.
 //
 // Threads: OpenMP, over batch x kv-head x query-block work items (keys too when there are too
@@ -48,6 +50,7 @@
 #include <string>
 #include <vector>
 
+#include "jomoim/core/half.hpp"
 #include "jomoim/core/notation.hpp"
 #include "jomoim/core/tensor.hpp"
 
@@ -68,6 +71,24 @@ struct AttentionOptions {
 // anything.
 void attention(ConstTensor4 q, ConstTensor4 k, ConstTensor4 v, Tensor4 out, const AttentionOptions& options = {});
 
+// 16-bit inputs (jomoim/core/half.hpp): q, k and v all bf16 or all f16 (a mix of the two is
+// refused), any strides, every option above; scores, softmax and accumulation in float32, out
+// (and lse, probs) float32. The kernels widen each element exactly to float32 as they pack it
+// (Q^T once per block of query rows, K and V once per tile into the packed-tile buffers that
+// strided float32 inputs use), so the result is the float32 path's on the widened values, to
+// the same tolerance: bitwise the same as attention() on float32 copies of the inputs with the
+// same threads and target, when K is contiguous along D. Memory: the same per-thread scratch
+// as float32 (K and V tiles are then always packed); nothing grows with Nq or Nk.
+// On CPUs with AVX512_BF16 the default target is "AVX3_BF16" (jomoim/engine/simd.hpp): there
+// the Q·K^T of bf16 inputs (blocks of more than 8 query rows, K contiguous along D) use
+// VDPBF16PS on the bf16 bits in place: each bf16 x bf16 product is exact in float32 and each
+// instruction adds two of them with one rounding each, so a D-term score takes at most D
+// roundings plus one for the scale, the float32 bound again; the results are not bitwise those
+// of AVX3 (denormal bf16 inputs count as zero there). Q is kept as bf16 pairs in the packed-query
+// buffer: no extra memory. P·V stays float32.
+void attention(const ConstTensor4x16& q, const ConstTensor4x16& k, const ConstTensor4x16& v, Tensor4 out,
+               const AttentionOptions& options = {});
+
 // The float64 oracle: plain loops, no tiling, no SIMD, no threads. Same arguments and rules as
 // attention(); options.lse and options.probs are ignored — all three results are returned,
 // always in the paper's layout, C order.
@@ -78,6 +99,9 @@ struct ReferenceResult {
 };
 ReferenceResult attention_reference(ConstTensor4 q, ConstTensor4 k, ConstTensor4 v,
                                     const AttentionOptions& options = {});
+// The oracle on 16-bit inputs: each element widened exactly to double.
+ReferenceResult attention_reference(const ConstTensor4x16& q, const ConstTensor4x16& k, const ConstTensor4x16& v,
+                                    const AttentionOptions& options = {});
 
 // The attention problem after validation, in the paper's layout (3b1b views transposed).
 struct AttentionShape {
@@ -87,6 +111,8 @@ struct AttentionShape {
 // Validates every argument as attention() does and returns the shape; throws Error.
 AttentionShape check_attention_args(ConstTensor4 q, ConstTensor4 k, ConstTensor4 v, const Tensor4* out,
                                     const AttentionOptions& options);
+AttentionShape check_attention_args(const ConstTensor4x16& q, const ConstTensor4x16& k, const ConstTensor4x16& v,
+                                    const Tensor4* out, const AttentionOptions& options);
 
 // ---------------------------------------------------------------------------------------------
 // Backward (gradients), FlashAttention-2 style: the scores are recomputed tile by tile from q, k

@@ -11,7 +11,9 @@
 namespace jomoim {
 
 // Targets compiled into the library that this CPU can run, best first (e.g. "AVX3", "AVX2",
-// "SSE4", "EMU128").
+// "SSE4", "EMU128"). On CPUs with AVX512_BF16 the first is "AVX3_BF16": Highway's AVX3 plus the
+// VDPBF16PS kernel for the Q·K^T products of bf16 inputs (the default there); pinning "AVX3"
+// runs the same AVX3 code with bf16 inputs widened to float32 instead.
 std::vector<std::string> simd_targets();
 
 // The target the kernels dispatch to now.

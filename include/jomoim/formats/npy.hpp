@@ -33,6 +33,18 @@ NpyArray parse_npy(std::span<const std::byte> bytes, const std::string& name = "
 // Reads and parses the file at `path`; throws Error (naming the file) on I/O or format errors.
 NpyArray read_npy(const std::filesystem::path& path);
 
+// The same strictness, for readers of 16-bit inputs too (`jomoim attend`): '<f4' (float32,
+// into f32), '<f2' (IEEE float16) and '<u2' (uint16, the bit patterns of bfloat16, which NumPy
+// has no type for) into u16; descr is the file's type string. Everything else is refused.
+struct NpyAnyArray {
+  std::vector<std::int64_t> shape;
+  std::string descr;  // "<f4", "<f2" or "<u2"
+  std::vector<float> f32;
+  std::vector<std::uint16_t> u16;
+};
+NpyAnyArray parse_npy_any(std::span<const std::byte> bytes, const std::string& name = "<memory>");
+NpyAnyArray read_npy_any(const std::filesystem::path& path);
+
 // Writes a version 1.0 .npy file of shape `shape` from the C-order floats at `data` (may be
 // null when the shape has no elements), with the header NumPy itself writes (padded so that
 // the data starts at a multiple of 64 bytes). Atomic: the bytes go to a temporary file in

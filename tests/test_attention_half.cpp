@@ -1,0 +1,312 @@
+// test_attention_half.cpp — jomoim::attention on 16-bit inputs (bf16 and f16 storage).
+//
+// Each case of the shared table runs with q, k and v rounded to the format and stored as 16-bit
+// bit patterns in the case's own layouts (strided, transposed, reversed, broadcast, 3b1b). The
+// float64 oracle on the same rounded values (widened exactly) decides; since the kernels widen
+// each element exactly and then compute in float32, the float32 tolerance of
+// attention_test_util.hpp applies (derivation there: it depends on D, Nk and the scores'
+// magnitude, not on how the inputs were stored), with one change: its yardstick, the naive
+// float32 evaluation's own error, is taken as the larger of that and the tiled float32 model's
+// error. Inputs with 8 or 11 significant bits make the naive sequential dot products often exact
+// (bf16 x bf16 products are exact in float32, and so are many of their sums), which no
+// evaluation that pre-scales q, as the kernels do, can match; the model pre-scales too. Every SIMD target, the case's
+// thread counts (1 and 2, some 3). Also: the 16-bit reference equals the float32 reference on the widened copies bit
+// for bit, the fast path equals the float32 fast path on those copies bit for bit (same threads and target) where both
+// take the same kernels, the conversions are exact and round to nearest even, and the refusals.
+#include <algorithm>
+#include <bit>
+#include <cstdint>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "attention_test_util.hpp"
+#include "jomoim/core/half.hpp"
+
+namespace {
+
+using namespace attn_test;
+using jomoim::Dtype;
+
+// A 16-bit copy of a Stored<4>'s buffer (same base, shape, strides), and the float buffer's
+// logical elements replaced by their rounded values, so both hold the same numbers.
+struct Stored16 {
+  std::vector<std::uint16_t> buf;
+  I64 base = 0;
+  std::array<I64, 4> shape{}, strides{};
+  Dtype dtype = Dtype::bf16;
+  jomoim::ConstTensor4x16 view() const { return {{buf.data() + base, shape, strides}, dtype}; }
+};
+
+Stored16 round_into(Stored<4>& s, Dtype t) {
+  Stored16 h;
+  h.base = s.base;
+  h.shape = s.shape;
+  h.strides = s.strides;
+  h.dtype = t;
+  h.buf.resize(s.buf.size());
+  for (std::size_t i = 0; i < s.buf.size(); ++i) h.buf[i] = jomoim::half_from_float(s.buf[i], t);
+  for_each_index(s.shape, [&](const auto& i) {
+    const I64 o = s.offset(i);
+    s.buf[std::size_t(o)] = jomoim::half_to_float(h.buf[std::size_t(o)], t);
+  });
+  return h;
+}
+
+struct HalfInputs {
+  Inputs s;  // the float32 copies (rounded values), the tolerance's and the oracle's inputs
+  Stored16 q, k, v;
+};
+
+HalfInputs build_half(const Case& c, std::uint64_t seed, Dtype t) {
+  HalfInputs h{build(c, seed), {}, {}, {}};
+  h.q = round_into(h.s.q, t);
+  h.k = round_into(h.s.k, t);
+  h.v = round_into(h.s.v, t);
+  h.s.refresh();
+  return h;
+}
+
+void run_half(const HalfInputs& h, Outputs& o, int threads) {
+  jomoim::AttentionOptions opt = h.s.options();
+  opt.notation = h.s.notation;
+  opt.threads = threads;
+  if (o.lse) opt.lse = o.lse->view();
+  if (o.probs) opt.probs = o.probs->view();
+  const bool col = h.s.notation == Notation::col3b1b;
+  auto as_given = [&](auto view) { return col ? view.transposed(2, 3) : view; };
+  jomoim::attention(as_given(h.q.view()), as_given(h.k.view()), as_given(h.v.view()), as_given(o.out.view()), opt);
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (std::bit_cast<std::uint32_t>(a[i]) != std::bit_cast<std::uint32_t>(b[i])) return false;
+  return true;
+}
+bool same_values(const std::vector<double>& a, const std::vector<double>& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (!(a[i] == b[i] || (std::isnan(a[i]) && std::isnan(b[i])))) return false;
+  return true;
+}
+
+struct HalfCase {
+  Case c;
+  Dtype dtype;
+};
+
+std::vector<HalfCase> half_cases() {
+  std::vector<HalfCase> v;
+  for (Dtype t : {Dtype::bf16, Dtype::f16})
+    for (const Case& c : jomoim::cases::used_by(jomoim::cases::kTest)) v.push_back({c, t});
+  return v;
+}
+
+// The tolerance of expect(), its yardstick widened to the tiled model's error where larger.
+void widen_tolerance(const Inputs& s, Expected& e) {
+  const F32Result m = tiled_f32_model(s);
+  const Dims& n = s.n;
+  for (I64 row = 0; row < s.rows(); ++row) {
+    const std::size_t r = std::size_t(row);
+    if (e.all_masked[r]) continue;
+    double out_err = 0, p_err = 0;
+    for (I64 c = 0; c < n.Dv; ++c) {
+      const std::size_t o = r * std::size_t(n.Dv) + std::size_t(c);
+      out_err = std::max(out_err, std::fabs(double(m.out[o]) - e.ref.out[o]));
+    }
+    for (I64 j = 0; j < n.Nk; ++j) {
+      const std::size_t o = r * std::size_t(n.Nk) + std::size_t(j);
+      p_err = std::max(p_err, std::fabs(double(m.probs[o]) - e.ref.probs[o]));
+    }
+    e.tol_out[r] = std::max(e.tol_out[r], 8 * out_err);
+    e.tol_lse[r] = std::max(e.tol_lse[r], 8 * std::fabs(double(m.lse[r]) - e.ref.lse[r]));
+    e.tol_probs[r] = std::max(e.tol_probs[r], 8 * p_err);
+  }
+}
+
+class Half : public ::testing::TestWithParam<HalfCase> {};
+
+TEST_P(Half, MatchesReferenceOnRoundedInputs) {
+  const Case& c = GetParam().c;
+  const Dtype t = GetParam().dtype;
+  const std::uint64_t seed = seed_of(c.name);
+  const HalfInputs h = build_half(c, seed, t);
+  const Inputs& s = h.s;
+  Expected e = expect(s);
+  ASSERT_TRUE(e.oracle_issue.empty()) << describe(c, seed) << ": " << e.oracle_issue;
+  widen_tolerance(s, e);
+  // The tolerance must admit the naive float32 order too (a failure here is a test bug).
+  EXPECT_TRUE(compare(s, e, naive_f32(s), true, true)) << "tolerance self-check (naive float32) " << describe(c, seed);
+  // The 16-bit oracle widens exactly: the same numbers as the float32 oracle on the copies.
+  {
+    jomoim::AttentionOptions opt = s.options();
+    const jomoim::ReferenceResult r = jomoim::attention_reference(h.q.view(), h.k.view(), h.v.view(), opt);
+    EXPECT_TRUE(same_values(r.out, e.ref.out) && same_values(r.lse, e.ref.lse) && same_values(r.probs, e.ref.probs))
+        << "16-bit reference differs from the float32 reference on the widened inputs, " << describe(c, seed);
+  }
+  const std::vector<std::uint16_t> q0 = h.q.buf, k0 = h.k.buf, v0 = h.v.buf;
+  // The same kernels run on both when K is contiguous along D (a strided float32 K is not read
+  // by the few-row direct path, a widened 16-bit tile always is).
+  const bool contiguous_k = s.k.strides[3] == 1;
+  for (const std::string& target : targets()) {
+    PinTarget pin(target);
+    // AVX3_BF16 computes the Q·K^T of bf16 inputs with VDPBF16PS (other roundings).
+    const bool same_kernels = contiguous_k && !(target == "AVX3_BF16" && t == Dtype::bf16);
+    for (int threads : c.threads) {
+      const std::string ctx = describe(c, seed) + " dtype " + jomoim::dtype_name(t) + " target " + target +
+                              " threads " + std::to_string(threads);
+      Outputs o = make_outputs(c);
+      try {
+        run_half(h, o, threads);
+      } catch (const std::exception& ex) {
+        ADD_FAILURE() << ctx << ": attention threw '" << ex.what() << "'";
+        continue;
+      }
+      const F32Result got = read(o);
+      EXPECT_TRUE(compare(s, e, got, c.want_lse, c.want_probs)) << ctx;
+      EXPECT_TRUE(untouched_outside(o)) << ctx;
+      EXPECT_TRUE(h.q.buf == q0 && h.k.buf == k0 && h.v.buf == v0) << ctx << ": an input was modified";
+      if (same_kernels) {
+        Outputs o32 = make_outputs(c);
+        run_fast(s, o32, threads);
+        const F32Result want = read(o32);
+        EXPECT_TRUE(same_bits(got.out, want.out) && same_bits(got.lse, want.lse) && same_bits(got.probs, want.probs))
+            << ctx << ": not bitwise the float32 path's result on the widened inputs";
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Attention, Half, ::testing::ValuesIn(half_cases()),
+                         [](const ::testing::TestParamInfo<HalfCase>& info) {
+                           return std::string(jomoim::dtype_name(info.param.dtype)) + "_" + info.param.c.name;
+                         });
+
+// The VDPBF16PS kernel (target AVX3_BF16, on CPUs with AVX512_BF16) runs: its scores round
+// differently from AVX3's widened float32 ones, so the bits differ; both are within tolerance
+// (the table above runs every target). Odd D: the last pair's high half is zero.
+TEST(HalfBf16Dot, Avx3Bf16UsesItsOwnKernel) {
+  const auto& all = targets();
+  if (std::find(all.begin(), all.end(), "AVX3_BF16") == all.end()) GTEST_SKIP() << "no AVX512_BF16 on this CPU";
+  for (const I64 D : {64, 37}) {
+    Case c = make({1, 2, 1, 70, 300, D, 24});
+    c.name = "bf16dot_d" + std::to_string(D);
+    const HalfInputs h = build_half(c, seed_of(c.name), Dtype::bf16);
+    Expected e = expect(h.s);
+    widen_tolerance(h.s, e);
+    std::vector<float> outs[2];
+    int i = 0;
+    for (const char* target : {"AVX3", "AVX3_BF16"}) {
+      PinTarget pin(target);
+      Outputs o = make_outputs(c);
+      run_half(h, o, 1);
+      const F32Result got = read(o);
+      EXPECT_TRUE(compare(h.s, e, got, false, false)) << target << " D " << D;
+      outs[i++] = got.out;
+    }
+    EXPECT_FALSE(same_bits(outs[0], outs[1]))
+        << "AVX3_BF16 gave AVX3's bits: the VDPBF16PS kernel did not run, D " << D;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Conversions.
+
+TEST(HalfConversion, EveryPatternWidensAndNarrowsBack) {
+  for (Dtype t : {Dtype::bf16, Dtype::f16})
+    for (std::uint32_t u = 0; u < 0x10000u; ++u) {
+      const std::uint16_t h = std::uint16_t(u);
+      const float f = jomoim::half_to_float(h, t);
+      const std::uint16_t back = jomoim::half_from_float(f, t);
+      if (std::isnan(f)) {
+        EXPECT_TRUE(std::isnan(jomoim::half_to_float(back, t))) << jomoim::dtype_name(t) << " " << u;
+      } else {
+        ASSERT_EQ(back, h) << jomoim::dtype_name(t) << " pattern " << u << " value " << f;
+      }
+    }
+}
+
+TEST(HalfConversion, KnownValues) {
+  EXPECT_EQ(jomoim::f16_to_float(0x3c00), 1.0f);
+  EXPECT_EQ(jomoim::f16_to_float(0x7bff), 65504.0f);
+  EXPECT_EQ(jomoim::f16_to_float(0x0001), 0x1p-24f);
+  EXPECT_EQ(jomoim::f16_from_float(65519.0f), 0x7bff);  // below the halfway point to 2^16
+  EXPECT_EQ(jomoim::f16_from_float(65520.0f), 0x7c00);  // halfway: to even, which is inf
+  EXPECT_EQ(jomoim::f16_from_float(0x1p-25f), 0x0000);  // halfway between 0 and 2^-24: to even
+  EXPECT_EQ(jomoim::f16_from_float(0x1.8p-24f), 0x0002);
+  EXPECT_EQ(jomoim::f16_from_float(-1.0f), 0xbc00);
+  EXPECT_EQ(jomoim::bf16_from_float(1.0f + 0x1p-8f), 0x3f80);    // halfway: to even (down)
+  EXPECT_EQ(jomoim::bf16_from_float(1.0f + 0x3p-8f), 0x3f82);    // halfway: to even (up)
+  EXPECT_EQ(jomoim::bf16_from_float(1.0f + 0x1.8p-8f), 0x3f81);  // above halfway: up
+  EXPECT_EQ(jomoim::bf16_from_float(3.4e38f), 0x7f80);           // beyond bf16's largest finite
+  EXPECT_EQ(jomoim::bf16_to_float(0x3f80), 1.0f);
+}
+
+// Narrowing rounds to nearest even: compared with the compiler's own conversions on random floats.
+TEST(HalfConversion, NarrowingMatchesTheCompiler) {
+  Rng rng(seed_of("half_conversion"));
+  for (int i = 0; i < 200000; ++i) {
+    const float f = std::bit_cast<float>(std::uint32_t(rng.next()));
+    if (std::isnan(f)) continue;
+#if defined(__FLT16_MAX__)
+    const auto want16 = std::bit_cast<std::uint16_t>(static_cast<_Float16>(f));
+    ASSERT_EQ(jomoim::f16_from_float(f), want16) << f;
+#endif
+#if defined(__BFLT16_MAX__)
+    const auto wantbf = std::bit_cast<std::uint16_t>(static_cast<__bf16>(f));
+    ASSERT_EQ(jomoim::bf16_from_float(f), wantbf) << f;
+#endif
+    // bf16 by definition: the nearest (ties to even) of the two truncations around f.
+    const std::uint32_t u = std::bit_cast<std::uint32_t>(f);
+    const float lo = std::bit_cast<float>(u & 0xffff0000u), hi = std::bit_cast<float>((u & 0xffff0000u) + 0x10000u);
+    const float got = jomoim::bf16_to_float(jomoim::bf16_from_float(f));
+    if (std::isfinite(hi)) {
+      const double dl = std::fabs(double(f) - lo), dh = std::fabs(double(f) - hi);
+      ASSERT_TRUE(got == (dl < dh ? lo : dh < dl ? hi : ((u >> 16) & 1 ? hi : lo))) << f;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Refusals: one-line jomoim::Error naming the argument, nothing written.
+
+TEST(HalfRefusals, MixedOrWrongFormats) {
+  const Case c = make({1, 2, 2, 5, 7, 8, 8});
+  HalfInputs h = build_half(c, 1, Dtype::bf16);
+  Outputs o = make_outputs(c);
+  auto refused = [&](jomoim::ConstTensor4x16 q, jomoim::ConstTensor4x16 k, jomoim::ConstTensor4x16 v,
+                     const char* name) {
+    try {
+      jomoim::attention(q, k, v, o.out.view());
+      ADD_FAILURE() << "not refused: " << name;
+    } catch (const jomoim::Error& e) {
+      EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
+      EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
+    }
+    EXPECT_TRUE(untouched_outside(o)) << name;
+  };
+  auto as = [](jomoim::ConstTensor4x16 v, Dtype t) {
+    v.dtype = t;
+    return v;
+  };
+  refused(h.q.view(), as(h.k.view(), Dtype::f16), h.v.view(), "k, v");  // bf16 with f16
+  refused(as(h.q.view(), Dtype::f16), h.k.view(), h.v.view(), "k, v");  // f16 q, bf16 k and v
+  refused(as(h.q.view(), Dtype::f32), h.k.view(), h.v.view(), "q:");    // f32 is not 16-bit
+  refused(h.q.view(), h.k.view(), as(h.v.view(), Dtype::f32), "v:");
+  jomoim::ConstTensor4x16 short_k = h.k.view();
+  short_k.bits.shape[3] = 7;
+  refused(h.q.view(), short_k, h.v.view(), "k:");
+  // An output over a 16-bit input's bytes (the overlap check counts 2 bytes per element).
+  std::vector<std::uint16_t> mem(1000);
+  jomoim::ConstTensor4x16 q = {{mem.data(), {1, 2, 5, 8}, {80, 40, 8, 1}}, Dtype::bf16};
+  jomoim::Tensor4 out{reinterpret_cast<float*>(mem.data() + 40), {1, 2, 5, 8}, {80, 40, 8, 1}};
+  try {
+    jomoim::attention(q, h.k.view(), h.v.view(), out);
+    ADD_FAILURE() << "overlap not refused";
+  } catch (const jomoim::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("overlaps the input q"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
