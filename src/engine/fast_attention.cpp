@@ -13,9 +13,7 @@
 
 #include <cmath>
 #include <cstring>
-#include <exception>
 #include <limits>
-#include <mutex>
 #include <type_traits>
 #include <vector>
 
@@ -965,14 +963,7 @@ struct Tiled {
     }
   }
 
-  // Partial results of the decode path: for unit u and row r, the running max, sum and
-  // unnormalised output over that unit's key range.
-  struct Partials {
-    std::vector<float> m, l, acc;  // [units, kBlockQ], [units, kBlockQ], [units, kBlockQ, dvp]
-    size_t dvp = 0;
-  };
-
-  static void RunUnit(const Problem& p, const Plan& plan, std::int64_t u, Partials* parts) {
+  static void RunUnit(const Problem& p, const Plan& plan, std::int64_t u, SplitPartials* parts) {
     const std::int64_t item = u / plan.splits, split = u % plan.splits;
     Rows rows;
     RowsOfItem(p, plan, item, rows);
@@ -1001,30 +992,14 @@ struct Tiled {
 
   // Merges the splits of one item by log-sum-exp, in split order (deterministic):
   //   M = max_s m_s,  l = sum_s l_s e^(m_s - M),  out = sum_s acc_s e^(m_s - M) / l.
-  static void MergeItem(const Problem& p, const Plan& plan, std::int64_t item, const Partials& parts) {
+  static void MergeItem(const Problem& p, const Plan& plan, std::int64_t item, const SplitPartials& parts) {
     Rows rows;
     RowsOfItem(p, plan, item, rows);
     const Buffers buf = ThreadBuffers(p, rows.n);
     for (std::int64_t r = 0; r < rows.n; ++r) {
-      float M = kNegInf;
-      for (std::int64_t sp = 0; sp < plan.splits; ++sp)
-        M = std::max(M, parts.m[size_t(item * plan.splits + sp) * kBlockQ + r]);
-      float* acc = buf.acc;
-      std::fill(acc, acc + buf.dvp, 0.0f);
       float l = 0;
-      for (std::int64_t sp = 0; sp < plan.splits; ++sp) {
-        const size_t at = size_t(item * plan.splits + sp) * kBlockQ + r;
-        const float* a = parts.acc.data() + at * parts.dvp;
-        if (parts.l[at] == 0) {  // no key seen, or only -inf scores: a is 0, or NaN where 0 x NaN
-          for (size_t e = 0; e < buf.dvp; ++e) acc[e] += a[e];
-          continue;
-        }
-        // A split with l != 0 and m = -inf saw only NaN scores (l is NaN): weight 1 keeps it.
-        const float w = parts.m[at] == kNegInf ? 1.0f : std::exp2(parts.m[at] - M);
-        l += parts.l[at] * w;
-        for (size_t e = 0; e < buf.dvp; ++e) acc[e] += a[e] * w;
-      }
-      WriteRow(p, rows, r, M, l, acc);
+      const float M = parts.merge(item * plan.splits, plan.splits, r, buf.acc, &l);
+      WriteRow(p, rows, r, M, l, buf.acc);
     }
   }
 
@@ -1032,32 +1007,18 @@ struct Tiled {
     // Kept per calling thread and only ever grown: repeated decode calls allocate nothing. The
     // workers must use the caller's instance, hence the reference (a thread_local named inside
     // the parallel loop would be each worker's own).
-    static thread_local Partials callers_partials;
-    Partials& parts = callers_partials;
-    if (plan.splits > 1) {
-      parts.dvp = RoundUp(size_t(p.s.Dv), hn::Lanes(DF()));
-      parts.m.resize(size_t(plan.units()) * kBlockQ);
-      parts.l.resize(size_t(plan.units()) * kBlockQ);
-      parts.acc.resize(size_t(plan.units()) * kBlockQ * parts.dvp);
-    }
-    std::exception_ptr error;
-    std::mutex error_mutex;
-    auto guarded = [&](auto&& fn) {
-      try {
-        fn();
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(error_mutex);
-        if (!error) error = std::current_exception();
-      }
-    };
+    static thread_local SplitPartials callers_partials;
+    SplitPartials& parts = callers_partials;
+    if (plan.splits > 1) parts.reserve(plan.units(), kBlockQ, RoundUp(size_t(p.s.Dv), hn::Lanes(DF())));
+    FirstError errors;
     const std::int64_t units = plan.units();
 #pragma omp parallel for schedule(dynamic, 1) num_threads(plan.threads) if (plan.threads > 1 && units > 1)
-    for (std::int64_t u = 0; u < units; ++u) guarded([&] { RunUnit(p, plan, u, &parts); });
-    if (error) std::rethrow_exception(error);
+    for (std::int64_t u = 0; u < units; ++u) errors.run([&] { RunUnit(p, plan, u, &parts); });
+    errors.rethrow();
     if (plan.splits > 1) {
 #pragma omp parallel for schedule(static) num_threads(plan.threads) if (plan.threads > 1)
-      for (std::int64_t item = 0; item < plan.items; ++item) guarded([&] { MergeItem(p, plan, item, parts); });
-      if (error) std::rethrow_exception(error);
+      for (std::int64_t item = 0; item < plan.items; ++item) errors.run([&] { MergeItem(p, plan, item, parts); });
+      errors.rethrow();
     }
   }
 };

@@ -15,9 +15,7 @@
 #include <omp.h>
 
 #include <cmath>
-#include <exception>
 #include <limits>
-#include <mutex>
 
 #include "jomoim/engine/threads.hpp"
 #include "plan.hpp"
@@ -276,16 +274,7 @@ inline void QueryBlock(const BackwardProblem& bp, const RowBlock& rb) {
 void RunBackward(const BackwardProblem& bp, int threads) {
   using namespace bwd;
   const AttentionShape& s = bp.p.s;
-  std::exception_ptr error;
-  std::mutex error_mutex;
-  auto guarded = [&](auto&& fn) {
-    try {
-      fn();
-    } catch (...) {
-      std::lock_guard<std::mutex> lock(error_mutex);
-      if (!error) error = std::current_exception();
-    }
-  };
+  FirstError errors;
   // Pass 1 items: (key block, batch, kv head), key blocks outermost so that under causality the
   // blocks seen by the most queries start first. A dimension the bias gradient sums over is not
   // split between items (it is looped inside one), so no two threads add into one dbias element.
@@ -297,25 +286,25 @@ void RunBackward(const BackwardProblem& bp, int threads) {
   const std::int64_t items1 = ib * ig * ik;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (threads > 1 && items1 > 1)
   for (std::int64_t item = 0; item < items1; ++item)
-    guarded([&] {
+    errors.run([&] {
       const std::int64_t xk = item / (ib * ig), xb = item / ig % ib, xg = item % ig;
       for (std::int64_t kb = split_k ? xk : 0; kb < (split_k ? xk + 1 : nkb); ++kb)
         for (std::int64_t b = split_b ? xb : 0; b < (split_b ? xb + 1 : s.B); ++b)
           for (std::int64_t g = split_g ? xg : 0; g < (split_g ? xg + 1 : s.Hkv); ++g) KeyBlock(bp, b, g, kb);
     });
-  if (error) std::rethrow_exception(error);
+  errors.rethrow();
   // Pass 2 items: (query block, batch, query head); under causality the last blocks (most keys) first.
   const std::int64_t nqb = ceil_div(s.Nq, kBq);
   const std::int64_t items2 = nqb * s.B * s.Hq;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (threads > 1 && items2 > 1)
   for (std::int64_t item = 0; item < items2; ++item)
-    guarded([&] {
+    errors.run([&] {
       const std::int64_t rank = item / (s.B * s.Hq), bh = item % (s.B * s.Hq);
       const std::int64_t qb = bp.p.causal ? nqb - 1 - rank : rank;
       const std::int64_t i0 = qb * kBq;
       QueryBlock(bp, RowBlock{bh / s.Hq, bh % s.Hq, i0, std::min(kBq, s.Nq - i0)});
     });
-  if (error) std::rethrow_exception(error);
+  errors.rethrow();
 }
 
 }  // namespace HWY_NAMESPACE

@@ -11,8 +11,13 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <exception>
+#include <limits>
 #include <memory>
+#include <mutex>
+#include <vector>
 
 #include <hwy/aligned_allocator.h>
 
@@ -104,6 +109,67 @@ class Scratch {
  private:
   hwy::AlignedFreeUniquePtr<float[]> mem_;
   std::size_t capacity_ = 0;
+};
+
+// The first exception thrown by any of a parallel loop's bodies, rethrown after the loop (an
+// exception must not leave an OpenMP region): for (...) errors.run([&] { ... }); errors.rethrow();
+class FirstError {
+ public:
+  template <class F>
+  void run(F&& body) {
+    try {
+      body();
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!error_) error_ = std::current_exception();
+    }
+  }
+  void rethrow() const {
+    if (error_) std::rethrow_exception(error_);
+  }
+
+ private:
+  std::exception_ptr error_;
+  std::mutex mutex_;
+};
+
+// Partial results of key splits (the decode path): for unit u and row r of its block, the
+// running maximum m (base 2), the sum l and the unnormalised output acc over that unit's keys.
+// Kept per calling thread by the kernels and only grown, so repeated calls allocate nothing.
+struct SplitPartials {
+  std::vector<float> m, l, acc;  // [units, rows], [units, rows], [units, rows, dvp]
+  std::size_t rows = 0, dvp = 0;
+  void reserve(std::int64_t units, std::size_t rows_per_unit, std::size_t dvp_) {
+    rows = rows_per_unit;
+    dvp = dvp_;
+    m.resize(std::size_t(units) * rows);
+    l.resize(std::size_t(units) * rows);
+    acc.resize(std::size_t(units) * rows * dvp);
+  }
+  // Row r of the splits [unit0, unit0 + splits) merged by log-sum-exp, in split order
+  // (deterministic): M = max_s m_s, l = sum_s l_s 2^(m_s - M), out = sum_s acc_s 2^(m_s - M)
+  // (dvp floats, unnormalised). Returns M and sets *l_out.
+  float merge(std::int64_t unit0, std::int64_t splits, std::int64_t r, float* out, float* l_out) const {
+    constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+    float M = kNegInf;
+    for (std::int64_t sp = 0; sp < splits; ++sp) M = std::max(M, m[std::size_t(unit0 + sp) * rows + std::size_t(r)]);
+    std::fill(out, out + dvp, 0.0f);
+    float lsum = 0;
+    for (std::int64_t sp = 0; sp < splits; ++sp) {
+      const std::size_t at = std::size_t(unit0 + sp) * rows + std::size_t(r);
+      const float* a = acc.data() + at * dvp;
+      if (l[at] == 0) {  // no key seen, or only -inf scores: a is 0, or NaN where 0 x NaN
+        for (std::size_t e = 0; e < dvp; ++e) out[e] += a[e];
+        continue;
+      }
+      // A split with l != 0 and m = -inf saw only NaN scores (l is NaN): weight 1 keeps it.
+      const float w = m[at] == kNegInf ? 1.0f : std::exp2(m[at] - M);
+      lsum += l[at] * w;
+      for (std::size_t e = 0; e < dvp; ++e) out[e] += a[e] * w;
+    }
+    *l_out = lsum;
+    return M;
+  }
 };
 
 }  // namespace jomoim::detail

@@ -12,14 +12,11 @@
 
 #include <cmath>
 #include <cstring>
-#include <exception>
 #include <limits>
-#include <mutex>
 #include <vector>
 
-#include <hwy/aligned_allocator.h>
-
 #include "jomoim/engine/threads.hpp"
+#include "plan.hpp"
 #include "q8_problem.hpp"
 
 #undef HWY_TARGET_INCLUDE
@@ -71,29 +68,6 @@ struct Rows {
   std::int64_t b = 0, g = 0, n = 0;
   std::int64_t head[kQ8Rows], pos[kQ8Rows], visible[kQ8Rows];
   std::int64_t max_visible = 0;
-};
-
-// Scratch of one thread (floats, 64-byte aligned regions), reused across calls.
-struct Scratch {
-  hwy::AlignedFreeUniquePtr<float[]> mem;
-  std::size_t capacity = 0;
-  float* reserve(std::size_t n) {
-    if (n > capacity) {
-      mem = hwy::AllocateAligned<float>(n);
-      if (!mem) throw Error("attention_q8kv: out of memory for " + std::to_string(n) + " floats of scratch");
-      capacity = n;
-    }
-    return mem.get();
-  }
-  static Scratch& mine() {
-    static thread_local Scratch s;
-    return s;
-  }
-};
-
-struct Partials {
-  std::vector<float> m, l, acc;  // [units, kQ8Rows], [units, kQ8Rows], [units, kQ8Rows, dvp]
-  std::size_t dvp = 0;
 };
 
 struct Kernel {
@@ -194,26 +168,16 @@ struct Kernel {
     }
   }
 
-  // acc[r] += sum_j P[r][j] v_j for R rows from r0: C vectors of value columns at a time
-  // (R * C accumulators in registers), each V vector widened once for the R rows.
+  // acc[r] += sum_j P[r][j] v_j for R rows from r0, from column e0 on: C vectors of value
+  // columns at a time (R * C accumulators in registers, each V vector widened once for the R
+  // rows), then C / 2, ..., 1 for the rest.
   template <std::size_t R, std::size_t C = std::max<std::size_t>(1, kValueAccumulators / R)>
-  void ValueRows(const Rows& rows, const float* P, std::int64_t r0, std::int64_t t0, std::int64_t tl,
-                 float* acc) const {
-    const DF df;
-    const std::int64_t Dv = p.s.Dv, block = qp.v.block, step = std::int64_t(C * L);
-    std::int64_t e0 = 0;
-    for (; e0 + step <= Dv; e0 += step) ValueColumns<R, C>(rows, P, r0, t0, tl, acc, e0, block);
-    if constexpr (C > 1)  // the rest of the columns: C / 2, ..., 1 vectors at a time
-      if (e0 < Dv) ValueRowsFrom<R, C / 2>(rows, P, r0, t0, tl, acc, e0);
-    (void)df;
-  }
-  template <std::size_t R, std::size_t C>
-  void ValueRowsFrom(const Rows& rows, const float* P, std::int64_t r0, std::int64_t t0, std::int64_t tl, float* acc,
-                     std::int64_t e0) const {
+  void ValueRows(const Rows& rows, const float* P, std::int64_t r0, std::int64_t t0, std::int64_t tl, float* acc,
+                 std::int64_t e0 = 0) const {
     const std::int64_t step = std::int64_t(C * L);
     for (; e0 + step <= p.s.Dv; e0 += step) ValueColumns<R, C>(rows, P, r0, t0, tl, acc, e0, qp.v.block);
     if constexpr (C > 1)
-      if (e0 < p.s.Dv) ValueRowsFrom<R, C / 2>(rows, P, r0, t0, tl, acc, e0);
+      if (e0 < p.s.Dv) ValueRows<R, C / 2>(rows, P, r0, t0, tl, acc, e0);
   }
   template <std::size_t R, std::size_t C>
   void ValueColumns(const Rows& rows, const float* P, std::int64_t r0, std::int64_t t0, std::int64_t tl, float* acc,
@@ -315,11 +279,11 @@ struct Kernel {
   };
   Buffers ThreadBuffers() const {
     const std::size_t nq = kQ8Rows * dp, ns = kQ8Rows * kQ8Tile, na = kQ8Rows * dvp;
-    float* base = Scratch::mine().reserve(nq + ns + na + 2 * 16);
+    float* base = Scratch::for_this_thread().reserve(nq + ns + na + 2 * 16);
     return {base, base + nq, base + nq + ns, base + nq + ns + na, base + nq + ns + na + 16};
   }
 
-  void RunUnit(std::int64_t u, Partials& parts) const {
+  void RunUnit(std::int64_t u, SplitPartials& parts) const {
     const std::int64_t item = u / plan.splits, split = u % plan.splits;
     Rows rows;
     RowsOfItem(item, rows);
@@ -341,29 +305,15 @@ struct Kernel {
     std::copy(buf.acc, buf.acc + rows.n * dvp, parts.acc.begin() + std::ptrdiff_t(base * dvp));
   }
 
-  // The splits of one item by log-sum-exp, in split order (deterministic), as attention() does.
-  void MergeItem(std::int64_t item, const Partials& parts) const {
+  // The splits of one item by log-sum-exp (SplitPartials::merge), into this thread's scratch.
+  void MergeItem(std::int64_t item, const SplitPartials& parts) const {
     Rows rows;
     RowsOfItem(item, rows);
-    std::vector<float> acc(dvp);
+    const Buffers buf = ThreadBuffers();
     for (std::int64_t r = 0; r < rows.n; ++r) {
-      float M = kNegInf;
-      for (std::int64_t sp = 0; sp < plan.splits; ++sp)
-        M = std::max(M, parts.m[std::size_t(item * plan.splits + sp) * kQ8Rows + std::size_t(r)]);
-      std::fill(acc.begin(), acc.end(), 0.0f);
       float l = 0;
-      for (std::int64_t sp = 0; sp < plan.splits; ++sp) {
-        const std::size_t at = std::size_t(item * plan.splits + sp) * kQ8Rows + std::size_t(r);
-        const float* a = parts.acc.data() + at * dvp;
-        if (parts.l[at] == 0) {  // no key seen in this range: a is 0 (or NaN from 0 x NaN)
-          for (std::size_t e = 0; e < dvp; ++e) acc[e] += a[e];
-          continue;
-        }
-        const float w = parts.m[at] == kNegInf ? 1.0f : std::exp2(parts.m[at] - M);
-        l += parts.l[at] * w;
-        for (std::size_t e = 0; e < dvp; ++e) acc[e] += a[e] * w;
-      }
-      WriteRow(rows, r, M, l, acc.data());
+      const float M = parts.merge(item * plan.splits, plan.splits, r, buf.acc, &l);
+      WriteRow(rows, r, M, l, buf.acc);
     }
   }
 };
@@ -372,31 +322,18 @@ void RunQ8(const Q8Problem& qp, const Q8Plan& plan) {
   const Problem& p = qp.p;
   const std::size_t L = hn::Lanes(DF());
   const Kernel kernel{qp, p, plan, L, std::size_t(p.s.D), std::size_t(p.s.Dv)};
-  static thread_local Partials callers_partials;
-  Partials& parts = callers_partials;
-  if (plan.splits > 1) {
-    parts.m.resize(std::size_t(plan.units()) * kQ8Rows);
-    parts.l.resize(std::size_t(plan.units()) * kQ8Rows);
-    parts.acc.resize(std::size_t(plan.units()) * kQ8Rows * kernel.dvp);
-  }
-  std::exception_ptr error;
-  std::mutex error_mutex;
-  auto guarded = [&](auto&& fn) {
-    try {
-      fn();
-    } catch (...) {
-      std::lock_guard<std::mutex> lock(error_mutex);
-      if (!error) error = std::current_exception();
-    }
-  };
+  static thread_local SplitPartials callers_partials;  // the caller's, shared by the workers
+  SplitPartials& parts = callers_partials;
+  if (plan.splits > 1) parts.reserve(plan.units(), kQ8Rows, kernel.dvp);
+  FirstError errors;
   const std::int64_t units = plan.units();
 #pragma omp parallel for schedule(dynamic, 1) num_threads(plan.threads) if (plan.threads > 1 && units > 1)
-  for (std::int64_t u = 0; u < units; ++u) guarded([&] { kernel.RunUnit(u, parts); });
-  if (error) std::rethrow_exception(error);
+  for (std::int64_t u = 0; u < units; ++u) errors.run([&] { kernel.RunUnit(u, parts); });
+  errors.rethrow();
   if (plan.splits > 1) {
 #pragma omp parallel for schedule(static) num_threads(plan.threads) if (plan.threads > 1)
-    for (std::int64_t item = 0; item < plan.items; ++item) guarded([&] { kernel.MergeItem(item, parts); });
-    if (error) std::rethrow_exception(error);
+    for (std::int64_t item = 0; item < plan.items; ++item) errors.run([&] { kernel.MergeItem(item, parts); });
+    errors.rethrow();
   }
 }
 
