@@ -90,6 +90,32 @@ def per_pass_speedups(j, ok_peers, passes):
     return out
 
 
+def group_runs(records, sweeps=False):
+    """The attention records by (program, variant, shape): groups, the shape keys in first-seen
+    order, and one record per shape (for its label). Memory-sweep records only with sweeps."""
+    groups, shapes = {}, []
+    for r in records:
+        if r.get("impl") not in ("jomoim", "onnxruntime", "torch") or "nq" not in r or (r.get("sweep") and not sweeps):
+            continue
+        key = shape_key(r)
+        if key not in shapes:
+            shapes.append(key)
+        groups.setdefault((r["impl"], r.get("variant", ""), key), Group()).runs.append(r)
+    shape_rec = {shape_key(r): r for g in groups.values() for r in g.runs}
+    return groups, shapes, shape_rec
+
+
+def shape_peers(groups, key):
+    """jomoim's group for a shape, the peers that passed their check, the fastest of them, and its
+    table cell."""
+    j = groups.get(("jomoim", "", key), Group())
+    peers = [(peer_name(i, v), groups[(i, v, key)]) for i, v in PEERS if (i, v, key) in groups]
+    ok_peers = [(n, g) for n, g in peers if g.status == "ok"]
+    best = min(ok_peers, key=lambda x: x[1].best["median_ms"]) if ok_peers else None
+    best_txt = f"{best[0]} ({fmt_ms(best[1].best['median_ms'])})" if best else "–"
+    return j, ok_peers, best, best_txt
+
+
 def render(records):
     machine = next((r for r in records if r.get("kind") == "machine"), {})
     end = next((r for r in records if r.get("kind") == "end"), {})
@@ -121,15 +147,7 @@ def render(records):
         lo, hi = 100 * min(ratios), 100 * max(ratios)
         return f" ({lo:.0f}%)" if len(ratios) == 1 or round(lo) == round(hi) else f" ({lo:.0f}–{hi:.0f}%)"
 
-    groups, shapes = {}, []
-    for r in records:
-        if r.get("impl") not in ("jomoim", "onnxruntime", "torch") or "nq" not in r or r.get("sweep"):
-            continue
-        key = shape_key(r)
-        if key not in shapes:
-            shapes.append(key)
-        groups.setdefault((r["impl"], r.get("variant", ""), key), Group()).runs.append(r)
-    shape_rec = {shape_key(r): r for (_, _, _), g in groups.items() for r in g.runs}
+    groups, shapes, shape_rec = group_runs(records)
 
     out = []
     p = out.append
@@ -170,12 +188,8 @@ def render(records):
     p("|---|:---:|---:|---:|---|---:|---:|---:|---:|")
     for key in shapes:
         rec = shape_rec[key]
-        j = groups.get(("jomoim", "", key), Group())
-        peers = [(peer_name(i, v), groups[(i, v, key)]) for i, v in PEERS if (i, v, key) in groups]
-        ok_peers = [(n, g) for n, g in peers if g.status == "ok"]
-        best = min(ok_peers, key=lambda x: x[1].best["median_ms"]) if ok_peers else None
+        j, ok_peers, best, best_txt = shape_peers(groups, key)
         causal = "yes" if key[-1] else "no"
-        best_txt = f"{best[0]} ({fmt_ms(best[1].best['median_ms'])})" if best else "–"
         if j.status != "ok":
             p(f"| {shape_label(rec)} | {causal} | {j.cell()} | | {best_txt} | | | | |")
             continue
@@ -427,15 +441,7 @@ def render_pinned(records):
         vals = [r[f] for r in ceil[k]]
         return (max(vals), statistics.median(vals), len(vals)) if vals else (None, None, 0)
 
-    groups, shapes = {}, []
-    for r in records:
-        if r.get("impl") not in ("jomoim", "onnxruntime", "torch") or "nq" not in r:
-            continue
-        key = shape_key(r)
-        if key not in shapes:
-            shapes.append(key)
-        groups.setdefault((r["impl"], r.get("variant", ""), key), Group()).runs.append(r)
-    shape_rec = {shape_key(r): r for g in groups.values() for r in g.runs}
+    groups, shapes, shape_rec = group_runs(records)
 
     def side(g, field, k):
         out = []
@@ -490,12 +496,8 @@ def render_pinned(records):
     p("|---|:---:|---:|---:|---:|---:|---|---:|---|:---:|")
     for key in shapes:
         rec = shape_rec[key]
-        j = groups.get(("jomoim", "", key), Group())
-        peers = [(peer_name(i, v), groups[(i, v, key)]) for i, v in PEERS if (i, v, key) in groups]
-        ok_peers = [(n, g) for n, g in peers if g.status == "ok"]
-        best = min(ok_peers, key=lambda x: x[1].best["median_ms"]) if ok_peers else None
+        j, ok_peers, best, best_txt = shape_peers(groups, key)
         causal = "yes" if key[-1] else "no"
-        best_txt = f"{best[0]} ({fmt_ms(best[1].best['median_ms'])})" if best else "–"
         if j.status != "ok":
             p(f"| {shape_label(rec)} | {causal} | {j.cell()} | | | | {best_txt} | | | |")
             continue
