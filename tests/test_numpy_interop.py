@@ -199,13 +199,17 @@ def bf16_bits(x):
 
 
 def case_float16_and_bfloat16_inputs(d, rng):
-    # f16 ('<f2') natively, bf16 as '<u2' bit patterns with --dtype bf16; the oracle is float64
-    # on the same rounded numbers.
+    # f16 ('<f2') with --dtype f16 or auto, bf16 as '<u2' bit patterns with --dtype bf16; the
+    # oracle is float64 on the same rounded numbers. Without --dtype the contract holds: float32.
     q, k, v = inputs(rng, 2, 4, 2, 9, 13, 16, 8)
     h = [a.astype(np.float16) for a in (q, k, v)]
     for name, a in zip("qkv", h):
         d.save(f"{name}.npy", a)
-    run_and_check(d, *(a.astype(np.float32) for a in h), ["--causal"], ("out", "lse", "probs"), causal=True)
+    run_and_check(d, *(a.astype(np.float32) for a in h), ["--causal", "--dtype", "f16"], ("out", "lse", "probs"),
+                  causal=True)
+    run_and_check(d, *(a.astype(np.float32) for a in h), ["--dtype", "auto"], ("out",))
+    expect_refused(d, ["--q", "q.npy", "--k", "k.npy", "--v", "v.npy", "--out", "out.npy"],
+                   "--q q.npy: data type '<f2' does not match --dtype f32")
     b = [bf16_bits(a) for a in (q, k, v)]
     for name, a in zip("qkv", b):
         d.save(f"{name}.npy", a)
@@ -217,7 +221,7 @@ def case_float16_and_bfloat16_inputs(d, rng):
     d.save("kh.npy", h[1]), d.save("q32.npy", q)
     expect_refused(d, ["--q", "q.npy", "--k", "kh.npy", "--v", "v.npy", "--out", "out.npy", "--dtype", "bf16"],
                    "--k kh.npy: data type '<f2' does not match --dtype bf16")
-    expect_refused(d, ["--q", "q32.npy", "--k", "kh.npy", "--v", "v.npy", "--out", "out.npy"],
+    expect_refused(d, ["--q", "q32.npy", "--k", "kh.npy", "--v", "v.npy", "--out", "out.npy", "--dtype", "auto"],
                    "--k kh.npy: data type '<f2', but --q is '<f4'")
     expect_refused(d, ["--q", "q32.npy", "--k", "kh.npy", "--v", "v.npy", "--out", "out.npy", "--dtype", "f64"],
                    "--dtype: expected auto, f32, f16 or bf16, got 'f64'")

@@ -42,8 +42,8 @@ struct AttendOptions {
   std::string notation = "paper";
   int threads = 0;
   std::vector<std::int64_t> key_lengths;
-  bool distributed = false;    // ring attention over MPI (cmd_attend_dist.cpp)
-  std::string dtype = "auto";  // of Q, K, V: auto (from the files), f32, f16, bf16
+  bool distributed = false;   // ring attention over MPI (cmd_attend_dist.cpp)
+  std::string dtype = "f32";  // of Q, K, V: f32 (the contract), f16, bf16, or auto (from the files)
 };
 
 // An option and the path given to it, as one name for messages: "--q q.npy".
@@ -88,7 +88,7 @@ Dtype input_dtype(const PathArg& arg, const std::string& descr, const std::strin
   if (wanted != "auto" && wanted != dtype_name(file)) {
     const char* expect = wanted == "f32" ? "'<f4'" : wanted == "f16" ? "'<f2'" : "'<u2' (bfloat16 bits)";
     throw Error(arg.label() + ": data type '" + descr + "' does not match --dtype " + wanted + ", which expects " +
-                expect);
+                expect + (wanted == "f32" ? " (float32 unless --dtype f16, bf16 or auto says otherwise)" : ""));
   }
   return file;
 }
@@ -304,7 +304,8 @@ void add_attend_command(CLI::App& app) {
       ->check(file_name);
   cmd->add_option("--threads", o->threads, threads_help)->type_name("N")->capture_default_str();
   cmd->add_option("--dtype", o->dtype,
-                  "storage of Q, K, V (one for all three): auto takes the files' ('<f4' float32, '<f2' float16); "
+                  "storage of Q, K, V (one for all three): f32 ('<f4'), f16 ('<f2'), auto (the files' own, '<f4' or "
+                  "'<f2'); "
                   "bf16 reads '<u2' files as bfloat16 bit patterns (NumPy has no bfloat16). Computed in float32; "
                   "OUT, LSE, PROBS are float32")
       ->type_name("auto|f32|f16|bf16")
