@@ -190,17 +190,80 @@ TEST(Gpt, TraceHoldsWhatTheEngineComputed) {
     for (std::size_t i = 0; i < ref.probs.size(); ++i) ASSERT_NEAR(L.weights[i], ref.probs[i], 1e-5) << i;
     for (std::size_t i = 0; i < ref.out.size(); ++i) ASSERT_NEAR(L.out[i], ref.out[i], 1e-4) << i;
     EXPECT_FLOAT_EQ(L.scale, 1.0f / std::sqrt(static_cast<float>(D)));
-    for (int h = 0; h < H; ++h)
+    ASSERT_EQ(L.heads.size(), static_cast<std::size_t>(H)) << "every head is kept by default";
+    for (int h = 0; h < H; ++h) {
+      EXPECT_EQ(L.heads[h], h);
       for (int i = 0; i < T; ++i)
         for (int j = 0; j < T; ++j) {
-          double s = 0;
-          for (int d = 0; d < D; ++d) s += double(L.q[(h * T + i) * D + d]) * L.k[(h * T + j) * D + d];
-          ASSERT_NEAR(L.scores[(h * T + i) * T + j], s, 1e-4 * (1 + std::abs(s)));
           if (j > i) {
             ASSERT_EQ(L.weights[(h * T + i) * T + j], 0.0f) << "causal mask";
           }
+          // The last row of every head, whatever is kept.
+          if (i == T - 1) ASSERT_EQ(L.last_weights[h * T + j], L.weights[(h * T + i) * T + j]);
         }
+    }
   }
+}
+
+// A selection keeps only what it names; the summary callback sees every layer's weights once,
+// the same numbers a full trace keeps; the logits never change.
+TEST(Gpt, TraceSelectionKeepsOnlyWhatWasAsked) {
+  const auto cfg = small_config(3, 4, 32, 40, 97);
+  const auto g = random_gpt(cfg, 21);
+  const GptModel m = g.model();
+  const std::vector<std::int32_t> ids = {3, 14, 15, 92, 65, 35, 89, 7, 9};
+  const int T = static_cast<int>(ids.size()), H = cfg.n_head, D = cfg.head_dim(), L = cfg.n_layer;
+
+  KvCache c0(cfg, T);
+  ForwardTrace full;
+  ForwardOptions fo;
+  fo.trace = &full;
+  const auto plain = m.forward(ids, c0, fo);
+
+  for (int mode = 0; mode < 3; ++mode) {
+    TraceSelection sel;
+    if (mode == 0) sel.matrices = false;
+    if (mode == 1) {
+      sel.heads.assign(static_cast<std::size_t>(L) * H, 0);
+      sel.heads[1 * H + 2] = 1;  // layer 1, head 2
+      sel.heads[2 * H + 0] = 1;
+    }
+    std::vector<int> seen;
+    sel.on_weights = [&](int l, const float* w) {
+      seen.push_back(l);
+      const auto& ref = full.layers[l].weights;
+      for (std::size_t i = 0; i < ref.size(); ++i) ASSERT_EQ(w[i], ref[i]) << "layer " << l << " at " << i;
+    };
+    ForwardTrace tr;
+    ForwardOptions o;
+    o.trace = &tr;
+    o.trace_select = &sel;
+    KvCache c(cfg, T);
+    EXPECT_EQ(m.forward(ids, c, o), plain) << "mode " << mode;
+    EXPECT_EQ(seen, (std::vector<int>{0, 1, 2}));
+    for (int l = 0; l < L; ++l) {
+      const AttentionTrace& at = tr.layers[l];
+      EXPECT_EQ(at.last_weights, full.layers[l].last_weights);
+      std::vector<int> want;
+      if (mode == 1 && l == 1) want = {2};
+      if (mode == 1 && l == 2) want = {0};
+      if (mode == 2) want = {0, 1, 2, 3};
+      ASSERT_EQ(at.heads, want) << "mode " << mode << " layer " << l;
+      ASSERT_EQ(at.weights.size(), want.size() * T * T);
+      ASSERT_EQ(at.q.size(), want.size() * T * D);
+      for (std::size_t n = 0; n < want.size(); ++n)
+        for (int i = 0; i < T * T; ++i)
+          ASSERT_EQ(at.weights[n * T * T + i], full.layers[l].weights[static_cast<std::size_t>(want[n]) * T * T + i]);
+    }
+  }
+  TraceSelection bad;
+  bad.heads.assign(5, 1);
+  ForwardTrace tr;
+  ForwardOptions o;
+  o.trace = &tr;
+  o.trace_select = &bad;
+  KvCache c(cfg, T);
+  EXPECT_THROW(m.forward(ids, c, o), Error);
 }
 
 TEST(Gpt, SilencedKeysGetNoWeightAnywhere) {

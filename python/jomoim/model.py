@@ -17,7 +17,6 @@ threads (each call has its own KV cache). Errors: jomoim.Error (a ValueError) wi
 one-line message; arguments of the wrong type raise TypeError.
 """
 import codecs
-import json
 import math
 import operator
 import os
@@ -94,43 +93,6 @@ def _token_text(raw: bytes) -> str:
 
 
 # Model.explain(): which fields of the JSON (docs/explain.md) become NumPy arrays, and of what type.
-_EXPLAIN_F32 = ("q", "k", "v", "out", "weights")  # the model's float32 numbers, no nulls
-_EXPLAIN_F32_MASKED = ("scores", "scaled")        # float32, null where masked -> -inf
-_EXPLAIN_F64 = ("value_norms", "contribution_norms")
-
-
-def _f32(rows, masked=False) -> np.ndarray:
-    if masked:
-        rows = [[-math.inf if x is None else x for x in row] for row in rows]
-    # Each number is the double that reads back as the float32; float32() gives that float back.
-    return np.array(rows, dtype=np.float64).astype(np.float32)
-
-
-def _explain_arrays(j: Dict[str, Any]) -> Dict[str, Any]:
-    """Converts the matrices of an explain object (and of its "compare") in place."""
-    for layer in j.get("layers", []):
-        for h in layer["heads"]:
-            for key in _EXPLAIN_F32:
-                h[key] = _f32(h[key])
-            for key in _EXPLAIN_F32_MASKED:
-                h[key] = _f32(h[key], masked=True)
-            h["mask"] = np.array(h["mask"], dtype=bool)
-            lt = h["last_token"]
-            lt["weights"] = _f32(lt["weights"])
-            for key in _EXPLAIN_F64:
-                lt[key] = np.array(lt[key], dtype=np.float64)
-    lta = j.get("last_token_attention")
-    if lta is not None:
-        lta["mean_over_heads"] = np.array(lta["mean_over_heads"], dtype=np.float64)
-    for st in j.get("steps", []):
-        st["attention"] = _f32(st["attention"])
-        st["last_token_attention"]["mean_over_heads"] = np.array(st["last_token_attention"]["mean_over_heads"],
-                                                                 dtype=np.float64)
-    if j.get("compare") is not None:
-        _explain_arrays(j["compare"])
-    return j
-
-
 def _opt_int(name: str, value) -> Optional[int]:
     return None if value is None else _int(name, value, -2**31, 2**31 - 1, "an int32")
 
@@ -408,10 +370,9 @@ class Model:
         other = None if compare is None else _text("compare", compare)
         tgt = None if target is None else _text("target", target)
         con = None if contrast is None else _text("contrast", contrast)
-        raw = self._core.explain(_text("text", text), notation, _opt_int("layer", layer), _opt_int("head", head),
+        return self._core.explain(_text("text", text), notation, _opt_int("layer", layer), _opt_int("head", head),
                                  silence, swap_qk, top, other, os.fsencode(self._path), matrices, tgt, con,
                                  generate, temperature, top_k, top_p, seed, stop_at_eos)
-        return _explain_arrays(json.loads(raw))
 
     def head_roles(self, text: Optional[Text] = None, *, swap_qk: bool = False) -> Dict[str, Any]:
         """Every head's role scores, the content of `jomoim heads --json` (schema
@@ -429,7 +390,7 @@ class Model:
         if not isinstance(swap_qk, bool):
             raise TypeError(f"swap_qk: expected True or False, got {type(swap_qk).__name__}")
         prompt = None if text is None else _text("text", text)
-        return json.loads(self._core.head_roles(prompt, swap_qk, os.fsencode(self._path)))
+        return self._core.head_roles(prompt, swap_qk, os.fsencode(self._path))
 
     def __repr__(self) -> str:
         c = self._core.config

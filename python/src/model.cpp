@@ -7,8 +7,9 @@
 // commands (apps/jomoim/cmd_model.cpp: the prompt's ids, predict's ranking) are mirrored here
 // step for step, so that the same arguments give the same numbers and ids; generation is
 // jomoim::Generation (include/jomoim/model/generate.hpp), the loop `jomoim generate` runs, and
-// explain() is jomoim::explain() itself (include/jomoim/explain/explain.hpp), its JSON handed
-// over as text.
+// explain() is jomoim::explain_result() itself (include/jomoim/explain/explain.hpp): its typed
+// result becomes Python objects directly, the matrices NumPy arrays copied from the float32
+// numbers the model computed, the rest the objects of to_json() (no JSON text in between).
 //
 // The GIL is released during every forward pass and while a model loads. A _Model is
 // immutable after loading and may be used from several Python threads at once (each call
@@ -19,6 +20,8 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -36,6 +39,106 @@ namespace py = pybind11;
 
 namespace jomoim::python {
 namespace {
+
+// A JSON value (to_json() without its arrays) as Python objects.
+py::object to_py(const nlohmann::json& j) {
+  switch (j.type()) {
+    case nlohmann::json::value_t::null:
+      return py::none();
+    case nlohmann::json::value_t::boolean:
+      return py::bool_(j.get<bool>());
+    case nlohmann::json::value_t::number_integer:
+      return py::int_(j.get<std::int64_t>());
+    case nlohmann::json::value_t::number_unsigned:
+      return py::int_(j.get<std::uint64_t>());
+    case nlohmann::json::value_t::number_float:
+      return py::float_(j.get<double>());
+    case nlohmann::json::value_t::string:
+      return py::str(j.get_ref<const std::string&>());
+    case nlohmann::json::value_t::array: {
+      py::list l;
+      for (const auto& x : j) l.append(to_py(x));
+      return std::move(l);
+    }
+    case nlohmann::json::value_t::object: {
+      py::dict d;
+      for (const auto& [k, v] : j.items()) d[py::str(k)] = to_py(v);
+      return std::move(d);
+    }
+    default:
+      throw Error("explain: unexpected JSON value");
+  }
+}
+
+// rows x cols array of f(r, c), or its transpose (3b1b).
+template <class T, class F>
+py::array_t<T> array2(py::ssize_t rows, py::ssize_t cols, bool transpose, F f) {
+  py::array_t<T> a(transpose ? std::vector<py::ssize_t>{cols, rows} : std::vector<py::ssize_t>{rows, cols});
+  auto m = a.template mutable_unchecked<2>();
+  for (py::ssize_t r = 0; r < rows; ++r)
+    for (py::ssize_t c = 0; c < cols; ++c) (transpose ? m(c, r) : m(r, c)) = f(r, c);
+  return a;
+}
+
+template <class T>
+py::array_t<T> array1(const std::vector<T>& v) {
+  py::array_t<T> a(static_cast<py::ssize_t>(v.size()));
+  std::copy(v.begin(), v.end(), a.mutable_data());
+  return a;
+}
+
+py::array_t<double> mean_over_heads(const ExplainLastTokenAttention& a, int n_layer) {
+  return array2<double>(n_layer, a.keys, false, [&](py::ssize_t l, py::ssize_t k) {
+    return a.mean_over_heads[static_cast<std::size_t>(l) * a.keys + k];
+  });
+}
+
+// Adds the arrays that to_json(arrays = false) left out to one prompt's objects.
+void add_arrays(py::dict d, const ExplainPrompt& e, const GptConfig& c, bool col) {
+  d["last_token_attention"].cast<py::dict>()["mean_over_heads"] = mean_over_heads(e.last_token_attention, c.n_layer);
+  py::list layers = d["layers"].cast<py::list>();
+  std::size_t n = 0;
+  for (py::handle L : layers)
+    for (py::handle hh : L.cast<py::dict>()["heads"].cast<py::list>()) {
+      const ExplainHeadMatrices& m = e.layers[n++];
+      py::dict h = hh.cast<py::dict>();
+      const py::ssize_t T = m.T, D = m.D;
+      auto td = [&](const std::vector<float>& x) {
+        return array2<float>(T, D, col, [&](py::ssize_t t, py::ssize_t d) { return x[t * D + d]; });
+      };
+      auto heard = [&](py::ssize_t i, py::ssize_t j) { return m.mask[i * T + j] != 0; };
+      constexpr float ninf = -std::numeric_limits<float>::infinity();
+      h["q"] = td(m.q);
+      h["k"] = td(m.k);
+      h["v"] = td(m.v);
+      h["out"] = td(m.out);
+      h["weights"] = array2<float>(T, T, col, [&](py::ssize_t i, py::ssize_t j) { return m.weights[i * T + j]; });
+      h["scores"] =
+          array2<float>(T, T, col, [&](py::ssize_t i, py::ssize_t j) { return heard(i, j) ? m.scores[i * T + j] : ninf; });
+      h["scaled"] = array2<float>(T, T, col, [&](py::ssize_t i, py::ssize_t j) {
+        return heard(i, j) ? m.scores[i * T + j] * m.scale : ninf;
+      });
+      h["mask"] = array2<bool>(T, T, col, heard);
+      std::vector<float> lw(m.weights.end() - T, m.weights.end());
+      std::vector<double> cn(T);
+      for (py::ssize_t j = 0; j < T; ++j) cn[j] = std::abs(static_cast<double>(lw[j])) * m.value_norms[j];
+      py::dict lt = h["last_token"].cast<py::dict>();
+      lt["weights"] = array1(lw);
+      lt["value_norms"] = array1(m.value_norms);
+      lt["contribution_norms"] = array1(cn);
+    }
+  if (!d.contains("steps")) return;
+  py::list steps = d["steps"].cast<py::list>();
+  for (std::size_t k = 0; k < e.steps.size(); ++k) {
+    const ExplainStep& st = e.steps[k];
+    py::dict s = steps[k].cast<py::dict>();
+    py::array_t<float> a({static_cast<py::ssize_t>(c.n_layer), static_cast<py::ssize_t>(c.n_head),
+                          static_cast<py::ssize_t>(st.keys)});
+    std::copy(st.attention.begin(), st.attention.end(), a.mutable_data());
+    s["attention"] = a;
+    s["last_token_attention"].cast<py::dict>()["mean_over_heads"] = mean_over_heads(st.last_token_attention, c.n_layer);
+  }
+}
 
 std::string type_name(py::handle obj) {
   const py::handle t = py::type::handle_of(obj);
@@ -215,8 +318,8 @@ class Model {
     return py::make_tuple(id_list(ids), rows);
   }
 
-  // jomoim::explain() as the JSON text `jomoim explain --json` prints (model.py converts it).
-  std::string explain(const std::string& prompt, const std::string& notation, std::optional<int> layer,
+  // jomoim::explain_result() as the objects of `jomoim explain --json`, the matrices as NumPy.
+  py::dict explain(const std::string& prompt, const std::string& notation, std::optional<int> layer,
                       std::optional<int> head, const std::vector<int>& silence, bool swap_qk, int top,
                       std::optional<std::string> compare, const std::string& model_name, bool matrices,
                       std::optional<std::string> target, std::optional<std::string> contrast, int generate,
@@ -240,14 +343,30 @@ class Model {
     o.matrices = matrices;
     o.target = std::move(target);
     o.contrast = std::move(contrast);
-    py::gil_scoped_release unlocked;
-    return jomoim::explain(m_->model, m_->tokenizer, prompt, o).dump();
+    Explanation e;
+    nlohmann::json j;
+    {
+      py::gil_scoped_release unlocked;
+      e = explain_result(m_->model, m_->tokenizer, prompt, o);
+      ExplainJsonOptions jo;
+      jo.arrays = false;
+      j = to_json(e, jo);
+    }
+    py::dict d = to_py(j).cast<py::dict>();
+    const bool col = o.notation == ExplainNotation::col3b1b;
+    add_arrays(d, e.main, e.config, col);
+    if (e.compare) add_arrays(d["compare"].cast<py::dict>(), *e.compare, e.config, col);
+    return d;
   }
 
-  // jomoim::head_roles() as the JSON text `jomoim heads --json` prints.
-  std::string head_roles(std::optional<std::string> prompt, bool swap_qk, const std::string& model_name) const {
-    py::gil_scoped_release unlocked;
-    return jomoim::head_roles(m_->model, m_->tokenizer, prompt, swap_qk, model_name).dump();
+  // jomoim::head_roles() as the objects of `jomoim heads --json`.
+  py::object head_roles(std::optional<std::string> prompt, bool swap_qk, const std::string& model_name) const {
+    nlohmann::json j;
+    {
+      py::gil_scoped_release unlocked;
+      j = jomoim::head_roles(m_->model, m_->tokenizer, prompt, swap_qk, model_name);
+    }
+    return to_py(j);
   }
 
   std::unique_ptr<Generation> generate(const std::string& text, int n, float temperature, int top_k, float top_p,

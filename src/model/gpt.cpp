@@ -85,6 +85,11 @@ std::vector<float> GptModel::forward(std::span<const std::int32_t> ids, KvCache&
     if (s < 0 || s >= Tk)
       throw Error("forward: silenced position " + std::to_string(s) + " is outside [0, " + std::to_string(Tk) + ")");
   ForwardTrace* trace = options.trace;
+  static const TraceSelection keep_everything;
+  const TraceSelection& select = options.trace_select ? *options.trace_select : keep_everything;
+  if (trace && !select.heads.empty() && select.heads.size() != static_cast<std::size_t>(c.n_layer) * H)
+    throw Error("forward: the trace selection has " + std::to_string(select.heads.size()) + " head flags, the model " +
+                std::to_string(c.n_layer) + " x " + std::to_string(H) + " heads");
   const std::span<const int> rrows = trace ? options.residual_rows : std::span<const int>{};
   for (int r : rrows)
     if (r < 0 || r >= T)
@@ -100,6 +105,7 @@ std::vector<float> GptModel::forward(std::span<const std::int32_t> ids, KvCache&
   const std::size_t TC = static_cast<std::size_t>(T) * C;
   std::vector<float> x(TC), h(TC), att(TC), qkv(static_cast<std::size_t>(T) * 3 * C),
       ff(static_cast<std::size_t>(T) * F);
+  std::vector<float> probs;  // traced passes only: one layer's softmax weights [H, T, Tk]
 
   // Token + position embeddings.
   if (trace) {
@@ -167,40 +173,43 @@ std::vector<float> GptModel::forward(std::span<const std::int32_t> ids, KvCache&
 
     AttentionOptions layer_attn = attn;
     if (trace) {
-      AttentionTrace& at = trace->layers[l];
-      at.scale = 1.0f / std::sqrt(static_cast<float>(D));
-      at.weights.assign(static_cast<std::size_t>(H) * T * Tk, 0.0f);
-      layer_attn.probs = Tensor4::contiguous(at.weights.data(), {1, H, T, Tk});
+      // Every head's weights of this layer, once (reused by the next layer).
+      probs.resize(static_cast<std::size_t>(H) * T * Tk);
+      layer_attn.probs = Tensor4::contiguous(probs.data(), {1, H, T, Tk});
     }
     attention(q, k, v, o, layer_attn);
 
     if (trace) {
       AttentionTrace& at = trace->layers[l];
-      at.q.resize(static_cast<std::size_t>(H) * T * D);
-      at.k.resize(static_cast<std::size_t>(H) * Tk * D);
-      at.v.resize(static_cast<std::size_t>(H) * Tk * D);
-      at.out.resize(static_cast<std::size_t>(H) * T * D);
-      at.scores.resize(static_cast<std::size_t>(H) * T * Tk);
-      for (int hh = 0; hh < H; ++hh) {
+      at.scale = 1.0f / std::sqrt(static_cast<float>(D));
+      if (select.on_weights) select.on_weights(l, probs.data());
+      at.last_weights.resize(static_cast<std::size_t>(H) * Tk);
+      for (int hh = 0; hh < H; ++hh)
+        std::memcpy(&at.last_weights[static_cast<std::size_t>(hh) * Tk],
+                    &probs[(static_cast<std::size_t>(hh) * T + (T - 1)) * Tk], sizeof(float) * Tk);
+      at.heads.clear();
+      if (select.matrices)
+        for (int hh = 0; hh < H; ++hh)
+          if (select.heads.empty() || select.heads[static_cast<std::size_t>(l) * H + hh]) at.heads.push_back(hh);
+      const std::size_t nk = at.heads.size();
+      at.q.resize(nk * T * D);
+      at.k.resize(nk * Tk * D);
+      at.v.resize(nk * Tk * D);
+      at.out.resize(nk * T * D);
+      at.weights.resize(nk * T * Tk);
+      for (std::size_t n = 0; n < nk; ++n) {
+        const int hh = at.heads[n];
         for (int t = 0; t < T; ++t) {
-          std::memcpy(&at.q[(static_cast<std::size_t>(hh) * T + t) * D], q.data + t * S3 + hh * D, sizeof(float) * D);
-          std::memcpy(&at.out[(static_cast<std::size_t>(hh) * T + t) * D],
-                      att.data() + static_cast<std::size_t>(t) * C + hh * D, sizeof(float) * D);
+          std::memcpy(&at.q[(n * T + t) * D], q.data + t * S3 + hh * D, sizeof(float) * D);
+          std::memcpy(&at.out[(n * T + t) * D], att.data() + static_cast<std::size_t>(t) * C + hh * D,
+                      sizeof(float) * D);
         }
         for (int j = 0; j < Tk; ++j) {
-          std::memcpy(&at.k[(static_cast<std::size_t>(hh) * Tk + j) * D], kc + static_cast<std::size_t>(j) * C + hh * D,
-                      sizeof(float) * D);
-          std::memcpy(&at.v[(static_cast<std::size_t>(hh) * Tk + j) * D], vc + static_cast<std::size_t>(j) * C + hh * D,
-                      sizeof(float) * D);
+          std::memcpy(&at.k[(n * Tk + j) * D], kc + static_cast<std::size_t>(j) * C + hh * D, sizeof(float) * D);
+          std::memcpy(&at.v[(n * Tk + j) * D], vc + static_cast<std::size_t>(j) * C + hh * D, sizeof(float) * D);
         }
-        for (int t = 0; t < T; ++t)
-          for (int j = 0; j < Tk; ++j) {
-            const float* qi = &at.q[(static_cast<std::size_t>(hh) * T + t) * D];
-            const float* kj = &at.k[(static_cast<std::size_t>(hh) * Tk + j) * D];
-            double s = 0;
-            for (int d = 0; d < D; ++d) s += static_cast<double>(qi[d]) * kj[d];
-            at.scores[(static_cast<std::size_t>(hh) * T + t) * Tk + j] = static_cast<float>(s);
-          }
+        std::memcpy(&at.weights[n * T * Tk], &probs[static_cast<std::size_t>(hh) * T * Tk],
+                    sizeof(float) * T * Tk);
       }
     }
 

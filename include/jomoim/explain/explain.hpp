@@ -1,24 +1,23 @@
 // jomoim/explain/explain.hpp — the "meeting minutes" of a forward pass, for `jomoim explain`,
 // `jomoim serve` and the Python module.
 //
-// explain() runs one prompt through a GptModel with ForwardOptions::trace set and returns every
-// number the explorer shows, as JSON in the versioned schema "jomoim.explain/1" documented in
-// docs/explain.md (the single source of truth for the terminal view, the web page, the HTTP
-// API and Python's Model.explain). The numbers are the ones the model computed (trace of the
-// real pass), not a re-computation: Q, K, V, raw scores Q_i . K_j, softmax weights, per-head
-// outputs and embeddings are copied from the trace (float32, printed with the fewest digits
-// that read back as the same float); only norms, entropies, means, scaled scores (score *
-// scale) and the 3Blue1Brown transposes are derived here.
+// explain_result() runs one prompt through a GptModel with ForwardOptions::trace set and returns
+// every number the explorer shows as a typed Explanation; to_json() turns it into the versioned
+// schema "jomoim.explain/1" documented in docs/explain.md (the single source of truth for the
+// terminal view, the web page, the HTTP API and Python's Model.explain, which gets NumPy
+// arrays straight from the typed result). The numbers are the ones the model computed (copies
+// from the trace of the real pass); only norms, entropies, means, raw scores of the selected
+// heads (Q_i . K_j from the traced q and k), scaled scores and transposes are derived here.
 //
 // Passes: one traced pass of the prompt; with `silence` or `swap_qk` a second, plain pass
-// (the "baseline"); with `compare` the same again for the second prompt; one traced pass of the
-// head roles' probe (below), shared by both prompts; with `generate`, jomoim::generate's own
-// passes, then the same passes replayed with the trace on (one decode step per new token).
+// (the "baseline", untraced); with `compare` the same again for the second prompt; one traced
+// pass of the head roles' probe (below), shared by both prompts; with `generate`,
+// jomoim::generate's own passes, then the same passes replayed with the trace on.
 //
-// Memory and size: the result holds, per selected head, 4 T x head_dim and 4 T x T matrices
-// (T = prompt tokens); for GPT-2 small at T = 1024 with every head selected that is ~600
-// million numbers. Select a layer/head, or set `matrices = false` (summary only), for long
-// prompts on large models.
+// Memory is bounded by what was asked: the selected heads' matrices (4 T x head_dim and 3 T x T
+// per head) plus, while a pass runs, one layer's softmax weights [n_head, T, T] from which every
+// head's summary is taken. With matrices = false (summary only) nothing T x T outlives its layer:
+// GPT-2 small at T = 1024 needs ~50 MB of trace instead of ~1.2 GB.
 //
 // Thread safety: explain() only reads the model and tokenizer (each call has its own KV
 // cache), so concurrent calls on the same model are safe.
@@ -72,14 +71,169 @@ struct ExplainOptions {
 
 inline constexpr int kMaxExplainSteps = 64;  // ExplainOptions::generate at most
 
+// ---------------------------------------------------------------------------------------------
+// The typed result of explain(): every number docs/explain.md lists, in the paper's layout.
+// JSON (and the 3Blue1Brown transposes) is made from it at the edges: to_json() for the CLI's
+// --json and the server, NumPy arrays for Python. Token texts are valid UTF-8 (printable_text).
+
+struct ExplainCandidate {  // one next-token candidate of a prediction
+  std::int32_t id = 0;
+  std::string text;
+  double probability = 0;
+  float logit = 0;  // the model's float32 logit
+};
+struct ExplainPrediction {
+  std::vector<ExplainCandidate> top;  // most likely first (ties: lower id first)
+  double entropy = 0;                 // nats, over the whole vocabulary
+};
+struct ExplainShift {  // one id of either pass's top list: p in the first pass (a), in the second (b)
+  std::int32_t id = 0;
+  std::string text;
+  double a = 0, b = 0, delta = 0;  // delta = b - a
+};
+struct ExplainToken {
+  int index = 0;
+  std::int32_t id = 0;
+  std::string text;
+  std::optional<std::string> token;  // the vocabulary's spelling; none for ids past the tokenizer
+  bool silenced = false;
+  double token_embedding_norm = 0, position_embedding_norm = 0, embedding_norm = 0;
+};
+struct ExplainHeadSummary {
+  int layer = 0, head = 0;
+  double focus = 0, entropy = 0;
+  std::optional<int> last_token_attends_to;
+  double last_token_weight = 0;
+};
+// One selected head's matrices ("layers[l].heads[h]"), paper layout, T tokens, D = head_dim.
+struct ExplainHeadMatrices {
+  int layer = 0, head = 0, T = 0, D = 0;
+  float scale = 0;
+  std::vector<float> q, k, v, out;  // [T, D], as the model computed them
+  std::vector<float> weights;       // [T, T], the engine's softmax weights (0 where masked)
+  std::vector<float> scores;        // [T, T], raw Q_i . K_j (float64 dot of the float32 q, k), every pair
+  std::vector<std::uint8_t> mask;   // [T, T], 1 where query i hears key j (j <= i, j not silenced)
+  std::vector<double> value_norms;  // [T], ||V_j||
+};
+struct ExplainLogit {
+  std::int32_t id = 0;
+  std::string text;
+  float logit = 0;
+};
+struct ExplainHeadAttribution {
+  int layer = 0, head = 0;
+  double total = 0;
+  std::vector<double> by_source;  // [keys]
+};
+struct ExplainAttribution {
+  ExplainLogit target;
+  std::optional<ExplainLogit> contrast;
+  double token_embedding = 0, position_embedding = 0;
+  std::vector<ExplainHeadAttribution> heads;  // (layer, head) order
+  std::vector<double> mlps;                   // [n_layer]
+  double biases = 0, sum = 0;
+};
+struct ExplainLensCandidate {
+  std::int32_t id = 0;
+  std::string text;
+  double probability = 0, logit = 0;  // float64 readout of the residual stream
+};
+struct ExplainLensEntry {
+  int layer = -1;  // -1: after the embeddings
+  std::vector<ExplainLensCandidate> top;
+};
+struct ExplainRoleScores {
+  int layer = 0, head = 0;
+  std::optional<double> previous_token, first_token, self, induction;
+  std::vector<std::string> labels;  // head_role_labels()
+};
+struct ExplainHeadRoles {
+  std::string measured_on;  // "prompt" or "probe"
+  bool has_probe = false;
+  int probe_length = 0;  // R
+  bool probe_bos = false;
+  std::vector<std::int32_t> probe_ids;
+  std::vector<ExplainRoleScores> heads;  // (layer, head) order
+};
+struct ExplainLastTokenAttention {
+  int index = 0;                        // the last token's position
+  int keys = 0;                         // Tk
+  std::vector<double> mean_over_heads;  // [n_layer, keys]
+};
+struct ExplainStep {
+  int step = 0, position = 0;
+  std::int32_t id = 0;
+  std::string text;
+  std::optional<std::string> token;
+  double probability = 0;
+  float logit = 0;
+  ExplainPrediction prediction;
+  int keys = 0;                  // T + step
+  std::vector<float> attention;  // [n_layer, n_head, keys], the new token's weights
+  ExplainLastTokenAttention last_token_attention;
+  ExplainAttribution attribution;
+  std::vector<ExplainLensEntry> logit_lens;
+};
+struct ExplainGeneration {
+  std::vector<std::int32_t> ids;
+  std::string text, stop;
+  std::uint64_t seed = 0;
+  float temperature = 0, top_p = 0;
+  int top_k = 0;
+  bool stop_at_eos = true;
+};
+// Everything about one prompt.
+struct ExplainPrompt {
+  std::string prompt;
+  std::vector<int> silenced;  // sorted, unique
+  std::vector<ExplainToken> tokens;
+  ExplainPrediction prediction;
+  std::optional<ExplainPrediction> baseline;  // with silence or swap_qk: the plain pass
+  std::vector<ExplainShift> baseline_shift;   // a: baseline, b: this pass
+  std::vector<ExplainHeadSummary> heads;      // most focused first
+  ExplainHeadRoles head_roles;
+  ExplainLastTokenAttention last_token_attention;
+  std::vector<ExplainHeadMatrices> layers;  // the selected heads, (layer, head) order
+  ExplainAttribution attribution;
+  std::vector<ExplainLensEntry> logit_lens;  // n_layer + 1
+  std::optional<ExplainGeneration> generation;
+  std::vector<ExplainStep> steps;
+  std::vector<ExplainShift> shift;  // the compare prompt only: a: the first prompt, b: this one
+};
+struct Explanation {
+  GptConfig config;
+  std::string model_name;
+  ExplainOptions options;  // as asked, silence sorted and unique
+  ExplainPrompt main;
+  std::optional<ExplainPrompt> compare;
+};
+
 // Throws Error (one line) for an empty prompt when the vocabulary has no <|endoftext|> to start
 // from, a prompt (or compare prompt) longer than the context, a tokenizer id outside the
 // model's vocabulary, a layer/head index out of range, a silence index outside either prompt,
 // top < 1, a target or contrast that is empty or not exactly one token, a contrast equal to the
 // target, a contrast without a target, generate < 0 or > kMaxExplainSteps, generate with compare,
-// silence or swap_qk, bad sampling options (SamplingOptions::validate). An empty prompt is explained as the single
-// token <|endoftext|>. Strings in the result are valid UTF-8 (token texts escape control characters and invalid bytes
-// as \n, \xNN; the prompt's invalid bytes become U+FFFD), so nlohmann::json::dump() never throws on it.
+// silence or swap_qk, bad sampling options (SamplingOptions::validate). An empty prompt is
+// explained as the single token <|endoftext|>.
+//
+// Memory: the passes keep only what was asked. Matrices of the selected heads (all of them by
+// default); with matrices = false none: the summaries are taken from each layer's weights as
+// the pass goes (one layer's [n_head, T, T] at a time). Baseline passes trace nothing.
+Explanation explain_result(const GptModel& model, const Tokenizer& tokenizer, const std::string& prompt,
+                           const ExplainOptions& options = {});
+
+struct ExplainJsonOptions {
+  // The notation of every matrix; default: the one the explanation was asked in.
+  std::optional<ExplainNotation> notation;
+  // false: leave out the big arrays (layers' matrices and last_token arrays, every
+  // mean_over_heads, steps' attention); the Python module adds them as NumPy arrays.
+  bool arrays = true;
+};
+// The JSON of docs/explain.md, schema "jomoim.explain/1". Strings are valid UTF-8, so dump()
+// never throws on it.
+nlohmann::json to_json(const Explanation& e, const ExplainJsonOptions& options = {});
+
+// to_json(explain_result(...)).
 nlohmann::json explain(const GptModel& model, const Tokenizer& tokenizer, const std::string& prompt,
                        const ExplainOptions& options = {});
 

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -103,16 +104,30 @@ class KvCache {
 
 // What one forward pass computed inside attention, recorded only when asked for (the
 // explorer's "meeting minutes"). T = new tokens, Tk = keys visible to them (cache + new).
-// All arrays are C order float32.
+// All arrays are C order float32, plain copies of what the pass computed: nothing is
+// recomputed for the trace (raw scores Q_i . K_j, for instance, are the explorer's to derive).
 struct AttentionTrace {
-  std::vector<float> q;        // [H, T, D]   queries of the new tokens
-  std::vector<float> k;        // [H, Tk, D]  keys of every visible token
-  std::vector<float> v;        // [H, Tk, D]  values
-  std::vector<float> scores;   // [H, T, Tk]  raw Q_i . K_j (unscaled), masked pairs included
-  std::vector<float> weights;  // [H, T, Tk]  softmax weights as the engine computed them (0 where masked)
-  std::vector<float> out;      // [H, T, D]   weighted sums of values, per head, before c_proj
+  std::vector<int> heads;      // the heads whose matrices are kept below, ascending (TraceSelection)
+  std::vector<float> q;        // [heads, T, D]   queries of the new tokens
+  std::vector<float> k;        // [heads, Tk, D]  keys of every visible token
+  std::vector<float> v;        // [heads, Tk, D]  values
+  std::vector<float> weights;  // [heads, T, Tk]  softmax weights as the engine computed them (0 where masked)
+  std::vector<float> out;      // [heads, T, D]   weighted sums of values, per head, before c_proj
+  std::vector<float> last_weights;  // [n_head, Tk] every head's weights of the last new token
   float scale = 0;             // the 1/sqrt(D) applied to the scores before the softmax
 };
+
+// What a traced pass keeps. The default keeps every head's matrices; a summary needs none of
+// them (matrices = false, with on_weights to see each layer's weights once): the trace's memory
+// is then O(n_layer * n_head * Tk) plus one layer's weights [n_head, T, Tk] at a time.
+struct TraceSelection {
+  bool matrices = true;                // false: no head keeps q, k, v, out or weights
+  std::vector<std::uint8_t> heads;     // [n_layer * n_head] flags in (layer, head) order; empty: every head
+  // Called once per layer, in order, with that layer's softmax weights of every head
+  // ([n_head, T, Tk], C order, valid only during the call), whatever is kept.
+  std::function<void(int layer, const float* weights)> on_weights;
+};
+
 struct ForwardTrace {
   int T = 0, Tk = 0, first_position = 0;
   std::vector<float> token_embedding;     // [T, n_embd] rows of wte
@@ -136,9 +151,10 @@ struct ForwardOptions {
   bool swap_qk = false;
   // Return logits for every new token ([T, vocab]) instead of only the last ([vocab]).
   bool all_logits = false;
-  // When set, filled with the attention internals of this pass. Costs copies and one extra
-  // score computation per head; the normal path pays nothing when it is null.
+  // When set, filled with the attention internals of this pass (copies of what it computed:
+  // `trace_select` says which; null keeps everything). The normal path pays nothing when null.
   ForwardTrace* trace = nullptr;
+  const TraceSelection* trace_select = nullptr;
   // With `trace` set: also record the residual stream, attention outputs and MLP outputs at
   // these rows (indices into the new tokens; see ForwardTrace). Plain copies of what the pass
   // computed; nothing is recorded when empty. Ignored without a trace.
