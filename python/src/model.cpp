@@ -21,8 +21,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -113,11 +113,10 @@ void add_arrays(py::dict d, const ExplainPrompt& e, const GptConfig& c, bool col
       h["v"] = td(m.v);
       h["out"] = td(m.out);
       h["weights"] = array2<float>(T, T, col, [&](py::ssize_t i, py::ssize_t j) { return m.weights[i * T + j]; });
-      h["scores"] =
-          array2<float>(T, T, col, [&](py::ssize_t i, py::ssize_t j) { return heard(i, j) ? m.scores[i * T + j] : ninf; });
-      h["scaled"] = array2<float>(T, T, col, [&](py::ssize_t i, py::ssize_t j) {
-        return heard(i, j) ? m.scores[i * T + j] * m.scale : ninf;
-      });
+      h["scores"] = array2<float>(
+          T, T, col, [&](py::ssize_t i, py::ssize_t j) { return heard(i, j) ? m.scores[i * T + j] : ninf; });
+      h["scaled"] = array2<float>(
+          T, T, col, [&](py::ssize_t i, py::ssize_t j) { return heard(i, j) ? m.scores[i * T + j] * m.scale : ninf; });
       h["mask"] = array2<bool>(T, T, col, heard);
       std::vector<float> lw(m.weights.end() - T, m.weights.end());
       std::vector<double> cn(T);
@@ -132,8 +131,8 @@ void add_arrays(py::dict d, const ExplainPrompt& e, const GptConfig& c, bool col
   for (std::size_t k = 0; k < e.steps.size(); ++k) {
     const ExplainStep& st = e.steps[k];
     py::dict s = steps[k].cast<py::dict>();
-    py::array_t<float> a({static_cast<py::ssize_t>(c.n_layer), static_cast<py::ssize_t>(c.n_head),
-                          static_cast<py::ssize_t>(st.keys)});
+    py::array_t<float> a(
+        {static_cast<py::ssize_t>(c.n_layer), static_cast<py::ssize_t>(c.n_head), static_cast<py::ssize_t>(st.keys)});
     std::copy(st.attention.begin(), st.attention.end(), a.mutable_data());
     s["attention"] = a;
     s["last_token_attention"].cast<py::dict>()["mean_over_heads"] = mean_over_heads(st.last_token_attention, c.n_layer);
@@ -320,11 +319,11 @@ class Model {
 
   // jomoim::explain_result() as the objects of `jomoim explain --json`, the matrices as NumPy.
   py::dict explain(const std::string& prompt, const std::string& notation, std::optional<int> layer,
-                      std::optional<int> head, const std::vector<int>& silence, bool swap_qk, int top,
-                      std::optional<std::string> compare, const std::string& model_name, bool matrices,
-                      std::optional<std::string> target, std::optional<std::string> contrast, int generate,
-                      float temperature, int top_k, float top_p, std::optional<std::uint64_t> seed,
-                      bool stop_at_eos) const {
+                   std::optional<int> head, const std::vector<int>& silence, bool swap_qk, int top,
+                   std::optional<std::string> compare, const std::string& model_name, bool matrices,
+                   std::optional<std::string> target, std::optional<std::string> contrast, int generate,
+                   float temperature, int top_k, float top_p, std::optional<std::uint64_t> seed,
+                   bool stop_at_eos) const {
     ExplainOptions o;
     o.generate = generate;
     o.temperature = temperature;

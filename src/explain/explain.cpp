@@ -14,9 +14,9 @@
 
 #include <algorithm>
 #include <charconv>
-#include <memory>
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <set>
 #include <string>
 #include <system_error>
@@ -76,7 +76,7 @@ struct HeadStats {
 struct Probe;
 
 struct PassRequest {
-  bool trace = true;      // false: a plain pass (logits only)
+  bool trace = true;       // false: a plain pass (logits only)
   bool residuals = false;  // the last row's residual stream, attention and MLP outputs
   bool matrices = false;   // keep the selected heads' matrices
   std::optional<int> layer, head;
@@ -681,8 +681,8 @@ json head_json(const ExplainHeadMatrices& m, bool col, bool arrays) {
   j["k"] = matrix(T, D, col, [&](int t, int d) { return f32(row(m.k, t, d)); });
   j["v"] = matrix(T, D, col, [&](int t, int d) { return f32(row(m.v, t, d)); });
   j["scores"] = matrix(T, T, col, [&](int i, int k) { return heard(i, k) ? f32(at(m.scores, i, k)) : json(nullptr); });
-  j["scaled"] = matrix(T, T, col,
-                       [&](int i, int k) { return heard(i, k) ? f32(at(m.scores, i, k) * m.scale) : json(nullptr); });
+  j["scaled"] =
+      matrix(T, T, col, [&](int i, int k) { return heard(i, k) ? f32(at(m.scores, i, k) * m.scale) : json(nullptr); });
   j["mask"] = matrix(T, T, col, [&](int i, int k) { return json(heard(i, k)); });
   j["weights"] = matrix(T, T, col, [&](int i, int k) { return f32(at(m.weights, i, k)); });
   j["out"] = matrix(T, D, col, [&](int t, int d) { return f32(row(m.out, t, d)); });
@@ -899,8 +899,7 @@ nlohmann::json head_roles(const GptModel& model, const Tokenizer& tokenizer, con
   j["swap_qk"] = swap_qk;
   if (prompt) {
     const Pass p = run_pass(model, ids, {}, swap_qk, PassRequest{});
-    j["head_roles"] =
-        to_json(head_roles_of(p.stats, ids.size() >= 2, probe, c.n_layer, c.n_head, "prompt"));
+    j["head_roles"] = to_json(head_roles_of(p.stats, ids.size() >= 2, probe, c.n_layer, c.n_head, "prompt"));
   } else {
     // The probe is the prompt; without a probe (a tiny context) only null scores remain.
     j["head_roles"] = to_json(head_roles_of(probe.own, !probe.ids.empty(), probe, c.n_layer, c.n_head, "probe"));
@@ -950,8 +949,8 @@ Explanation explain_result(const GptModel& model, const Tokenizer& tokenizer, co
   // The role probe is the model's alone: one pass for both prompts (with swap_qk, not silenced).
   const Probe probe = run_probe(model, tokenizer, options.swap_qk);
   Pass main_pass;
-  e.main = explain_prompt(model, tokenizer, prompt, e.options, silenced, "the prompt", &main_pass, target, contrast,
-                          probe);
+  e.main =
+      explain_prompt(model, tokenizer, prompt, e.options, silenced, "the prompt", &main_pass, target, contrast, probe);
   if (options.compare) {
     ExplainOptions co = e.options;
     co.generate = 0;  // refused with compare above; the compare prompt has no steps

@@ -208,8 +208,7 @@ std::vector<float> GptModel::forward(std::span<const std::int32_t> ids, KvCache&
           std::memcpy(&at.k[(n * Tk + j) * D], kc + static_cast<std::size_t>(j) * C + hh * D, sizeof(float) * D);
           std::memcpy(&at.v[(n * Tk + j) * D], vc + static_cast<std::size_t>(j) * C + hh * D, sizeof(float) * D);
         }
-        std::memcpy(&at.weights[n * T * Tk], &probs[static_cast<std::size_t>(hh) * T * Tk],
-                    sizeof(float) * T * Tk);
+        std::memcpy(&at.weights[n * T * Tk], &probs[static_cast<std::size_t>(hh) * T * Tk], sizeof(float) * T * Tk);
       }
     }
 

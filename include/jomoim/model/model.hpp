@@ -107,22 +107,22 @@ class KvCache {
 // All arrays are C order float32, plain copies of what the pass computed: nothing is
 // recomputed for the trace (raw scores Q_i . K_j, for instance, are the explorer's to derive).
 struct AttentionTrace {
-  std::vector<int> heads;      // the heads whose matrices are kept below, ascending (TraceSelection)
-  std::vector<float> q;        // [heads, T, D]   queries of the new tokens
-  std::vector<float> k;        // [heads, Tk, D]  keys of every visible token
-  std::vector<float> v;        // [heads, Tk, D]  values
-  std::vector<float> weights;  // [heads, T, Tk]  softmax weights as the engine computed them (0 where masked)
-  std::vector<float> out;      // [heads, T, D]   weighted sums of values, per head, before c_proj
+  std::vector<int> heads;           // the heads whose matrices are kept below, ascending (TraceSelection)
+  std::vector<float> q;             // [heads, T, D]   queries of the new tokens
+  std::vector<float> k;             // [heads, Tk, D]  keys of every visible token
+  std::vector<float> v;             // [heads, Tk, D]  values
+  std::vector<float> weights;       // [heads, T, Tk]  softmax weights as the engine computed them (0 where masked)
+  std::vector<float> out;           // [heads, T, D]   weighted sums of values, per head, before c_proj
   std::vector<float> last_weights;  // [n_head, Tk] every head's weights of the last new token
-  float scale = 0;             // the 1/sqrt(D) applied to the scores before the softmax
+  float scale = 0;                  // the 1/sqrt(D) applied to the scores before the softmax
 };
 
 // What a traced pass keeps. The default keeps every head's matrices; a summary needs none of
 // them (matrices = false, with on_weights to see each layer's weights once): the trace's memory
 // is then O(n_layer * n_head * Tk) plus one layer's weights [n_head, T, Tk] at a time.
 struct TraceSelection {
-  bool matrices = true;                // false: no head keeps q, k, v, out or weights
-  std::vector<std::uint8_t> heads;     // [n_layer * n_head] flags in (layer, head) order; empty: every head
+  bool matrices = true;             // false: no head keeps q, k, v, out or weights
+  std::vector<std::uint8_t> heads;  // [n_layer * n_head] flags in (layer, head) order; empty: every head
   // Called once per layer, in order, with that layer's softmax weights of every head
   // ([n_head, T, Tk], C order, valid only during the call), whatever is kept.
   std::function<void(int layer, const float* weights)> on_weights;
