@@ -352,9 +352,38 @@ def reference_attribution(cfg, w, ids, target, contrast=None):
                 lens=lens)
 
 
+def load_model_dir(d):
+    """A model directory's config and float32 weights as float64 NumPy (read with NumPy from the
+    safetensors file itself, not through jomoim); names without the "transformer." prefix."""
+    with open(os.path.join(d, "config.json")) as f:
+        cfg = json.load(f)
+    path = os.path.join(d, "model.safetensors")
+    with open(path, "rb") as f:
+        n = int.from_bytes(f.read(8), "little")
+        header = json.loads(f.read(n))
+        data = f.read()
+    w = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        assert info["dtype"] == "F32", (name, info["dtype"])
+        b, e = info["data_offsets"]
+        w[name.removeprefix("transformer.")] = np.frombuffer(data[b:e], "<f4").reshape(info["shape"]).astype(np.float64)
+    cfg.setdefault("layer_norm_epsilon", 1e-5)
+    return cfg, w
+
+
+DEFAULT_MODEL = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "models",
+                             "default")
+
+
 class Attribution(unittest.TestCase):
-    def check(self, name, prompt, target=None, contrast=None):
-        d, cfg, w = load_variant(name)
+    def check(self, name, prompt, target=None, contrast=None, model=None):
+        if model is None:
+            d, cfg, w = load_variant(name)
+        else:
+            d = model
+            cfg, w = load_model_dir(model)
         args = ["--model", d, prompt, "--top", "4"]
         if target is not None:
             args += ["--target", target]
@@ -402,6 +431,15 @@ class Attribution(unittest.TestCase):
         self.check("f32", SEED, target=" lot")
         self.check("f32", SEED2, target=" a", contrast=" lot")
         self.check("f32", "a")
+
+    def test_default_model_attribution_and_lens_match_numpy(self):
+        # The shipped model, on the seed's prompts: its prediction, and " of" argued over ".".
+        if not os.path.exists(os.path.join(DEFAULT_MODEL, "model.safetensors")):
+            self.skipTest("no models/default")
+        self.check("f32", SEED, model=DEFAULT_MODEL)
+        j = self.check("f32", SEED2, target=" of", contrast=".", model=DEFAULT_MODEL)
+        self.assertEqual(j["attribution"]["target"]["text"], " of")
+        self.assertEqual(j["attribution"]["contrast"]["text"], ".")
 
     def test_compare_has_its_own_attribution(self):
         d, cfg, w = load_variant("f32")
