@@ -500,6 +500,55 @@ void print_attribution(const json& p, const Style& st) {
               vs ? "logit difference" : "logit", logit);
 }
 
+// The two prompts' attributions part by part (--compare): which parts argue differently when
+// the context changes. Heads are listed by the largest |change|.
+void print_attribution_side_by_side(const json& j, const Style& st) {
+  const json& a = j["attribution"];
+  const json& b = j["compare"]["attribution"];
+  const bool vs = !a["contrast"].is_null();
+  const bool same =
+      a["target"]["id"] == b["target"]["id"] &&
+      (vs ? !b["contrast"].is_null() && a["contrast"]["id"] == b["contrast"]["id"] : b["contrast"].is_null());
+  section("who argued, side by side: first prompt vs second");
+  say(same ? "The same quantity (" + quoted(a["target"]["text"]) +
+                 (vs ? " over " + quoted(a["contrast"]["text"]) : std::string()) +
+                 ") in both prompts, part by part; change = second - first. The source tokens differ between "
+                 "the prompts, so each head is its sum over them."
+           : std::string("Each prompt attributes its own prediction (pass --target to compare one token); change = "
+                         "second - first."),
+      st.cols);
+  struct Row {
+    std::string name;
+    double x, y;
+  };
+  std::vector<Row> rows;
+  rows.push_back({"token embedding", a["embeddings"]["token"].get<double>(), b["embeddings"]["token"].get<double>()});
+  rows.push_back(
+      {"position embedding", a["embeddings"]["position"].get<double>(), b["embeddings"]["position"].get<double>()});
+  double ta = 0, tb = 0;
+  std::vector<Row> heads;
+  for (std::size_t n = 0; n < a["heads"].size(); ++n) {
+    const double x = a["heads"][n]["total"].get<double>(), y = b["heads"][n]["total"].get<double>();
+    ta += x;
+    tb += y;
+    heads.push_back({"layer " + std::to_string(a["heads"][n]["layer"].get<int>()) + " head " +
+                         std::to_string(a["heads"][n]["head"].get<int>()),
+                     x, y});
+  }
+  std::stable_sort(heads.begin(), heads.end(),
+                   [](const Row& p, const Row& q) { return std::abs(p.y - p.x) > std::abs(q.y - q.x); });
+  rows.push_back({"attention (all heads)", ta, tb});
+  for (std::size_t n = 0; n < heads.size() && n < 6; ++n)
+    rows.push_back({"  " + heads[n].name, heads[n].x, heads[n].y});
+  for (std::size_t l = 0; l < a["mlps"].size(); ++l)
+    rows.push_back({"MLP " + std::to_string(l), a["mlps"][l].get<double>(), b["mlps"][l].get<double>()});
+  rows.push_back({"biases", a["biases"].get<double>(), b["biases"].get<double>()});
+  rows.push_back({"sum", a["sum"].get<double>(), b["sum"].get<double>()});
+  std::printf("%-24s %10s %10s %10s\n", "part", "first", "second", "change");
+  for (const Row& r : rows) std::printf("%-24s %+10.4f %+10.4f %+10.4f\n", r.name.c_str(), r.x, r.y, r.y - r.x);
+  if (heads.size() > 6) std::printf("  (%zu more heads: --json has all)\n", heads.size() - 6);
+}
+
 void print_logit_lens(const json& p, const Style& st) {
   section("logit lens: the last token's guess after each layer");
   say("The residual stream of the last token read through the final LayerNorm and the unembedding after the "
@@ -646,6 +695,7 @@ void run_explain(const ExplainArgs& a) {
     std::printf("\nthe second prompt:\n");
     print_attribution(j["compare"], st);
     print_logit_lens(j["compare"], st);
+    print_attribution_side_by_side(j, st);
   }
   if (!j["generation"].is_null()) print_steps(j, st);
 }

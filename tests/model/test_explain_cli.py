@@ -482,6 +482,36 @@ class Attribution(unittest.TestCase):
         lens = [l for l in out.splitlines() if re.match(r"^  (embeddings|layer \d+) ", l)]
         self.assertEqual(len(lens), cfg["n_layer"] + 1, out)
 
+    def test_terminal_compares_the_two_attributions_side_by_side(self):
+        d, cfg, _ = load_variant("f32")
+        args = ("--model", d, SEED, "--compare", SEED2, "--target", " lot", "--contrast", " a")
+        out = run(*args).stdout.decode()
+        j = explain_json(*args)
+        a, b = j["attribution"], j["compare"]["attribution"]
+        self.assertIn("== who argued, side by side: first prompt vs second ==", out)
+        self.assertIn('The same quantity (" lot" over " a") in both prompts', out)
+        rows = {}
+        for line in out.split("== who argued, side by side")[1].splitlines():
+            m = re.match(r"^\s*(.+?)\s+([+-]\d+\.\d+)\s+([+-]\d+\.\d+)\s+([+-]\d+\.\d+)$", line)
+            if m:
+                rows[m.group(1)] = tuple(float(m.group(k)) for k in (2, 3, 4))
+        want = {"token embedding": (a["embeddings"]["token"], b["embeddings"]["token"]),
+                "sum": (a["sum"], b["sum"]), "biases": (a["biases"], b["biases"]),
+                "attention (all heads)": (sum(h["total"] for h in a["heads"]), sum(h["total"] for h in b["heads"]))}
+        for l in range(cfg["n_layer"]):
+            want[f"MLP {l}"] = (a["mlps"][l], b["mlps"][l])
+        for name, (x, y) in want.items():
+            self.assertIn(name, rows, out)
+            self.assertAlmostEqual(rows[name][0], x, places=3)
+            self.assertAlmostEqual(rows[name][1], y, places=3)
+            self.assertAlmostEqual(rows[name][2], y - x, places=3)
+        # The heads listed are those that change most, largest first.
+        listed = [k for k in rows if k.startswith("layer ")]
+        self.assertTrue(listed, out)
+        change = {f"layer {h['layer']} head {h['head']}": hb["total"] - h["total"] for h, hb in zip(a["heads"], b["heads"])}
+        best = sorted(change, key=lambda k: -abs(change[k]))[:len(listed)]
+        self.assertEqual([abs(change[k]) for k in listed], [abs(change[k]) for k in best])
+
 
 def splitmix64_probe(vocab, n_positions, bos):
     """The role probe as docs/explain.md builds it: R distinct ids by SplitMix64 from seed 1."""
