@@ -8,7 +8,7 @@
 
 import { LANGS } from './i18n.js';
 import { $, fmt, quote, pct, el, transpose, weightColour, textColour } from './util.js';
-import { state, T, notation, headData, selectedHead } from './state.js';
+import { state, T, CANVAS_ABOVE, notation, headData, selectedHead } from './state.js';
 import { heatmap, renderReadout } from './heatmap.js';
 import { initSoftmax, renderSoftmax, parseNumber } from './softmax.js';
 import { renderAttribution, bySource } from './attribution.js';
@@ -346,15 +346,24 @@ function renderLastToken(tokens, hd) {
   const lt = hd.last_token;
   if (!lt) return;
   const maxC = Math.max(...lt.contribution_norms.map((x) => x || 0), 1e-12);
-  lt.weights.forEach((w, j) => {
+  // A long prompt: the keys the last token weighs most, in order (not a row per token).
+  const n = lt.weights.length;
+  const keys = lt.weights.map((_, j) => j);
+  const shown = n > CANVAS_ABOVE
+    ? keys.sort((a, b) => lt.weights[b] - lt.weights[a] || a - b).slice(0, LAST_TOKEN_SHOWN).sort((a, b) => a - b) : keys;
+  $('#last-token-some').hidden = shown.length === n;
+  $('#last-token-some').textContent = shown.length === n ? '' : T('head.last.some', shown.length, n);
+  for (const j of shown) {
+    const w = lt.weights[j];
     box.append(el('div', { class: 'bar-row two', 'data-index': j, 'data-value': String(w), 'data-contribution': String(lt.contribution_norms[j]) },
       el('span', { class: 'bar-label', text: `${j} ${quote(tokens[j].text)}` }),
       el('span', { class: 'bar-track' },
         el('span', { class: 'bar', style: `width:${(100 * (w || 0)).toFixed(2)}%` }),
         el('span', { class: 'bar contrib', style: `width:${(100 * (lt.contribution_norms[j] || 0) / maxC).toFixed(2)}%` })),
       el('span', { class: 'bar-value', text: `w ${fmt(w)} · ‖wV‖ ${fmt(lt.contribution_norms[j])}` })));
-  });
+  }
 }
+const LAST_TOKEN_SHOWN = 24;
 
 function renderCompare() {
   const d = state.data;

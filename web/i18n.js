@@ -99,6 +99,7 @@ export const TEXTS = {
     'head.last.text': 'A big weight on a small value says little: the second bar is ‖w<sub>j</sub> V<sub>j</sub>‖, ' +
       'how far each value actually moves the result.',
 
+    'head.last.some': (k, n) => `${n} tokens: the ${k} the last token weighs most, in order.`,
     'head.canvas': (n) => `${n} tokens: drawn as one picture; hover for the numbers, click for a query`,
 
     'att.title': 'Who argued for the decision',
@@ -118,12 +119,12 @@ export const TEXTS = {
     'att.what': (t, id) => `logit of ${t} (id ${id}):`,
     'att.whatVs': (t, id, c, cid) => `logit of ${t} (id ${id}) − logit of ${c} (id ${cid}):`,
     'att.sumIs': '· sum of the parts:',
-    'att.parts': 'The parts',
+    'att.parts': 'The parts (attention: all heads of the layer; biases: every layer\'s and the final LayerNorm\'s)',
     'att.part.token': 'token embedding',
     'att.part.position': 'position embedding',
-    'att.part.attn': (l) => `attention, layer ${l} (all heads)`,
+    'att.part.attn': (l) => `attention, layer ${l}`,
     'att.part.mlp': (l) => `MLP, layer ${l}`,
-    'att.part.biases': 'biases (all layers, final LayerNorm)',
+    'att.part.biases': 'biases',
     'att.sources': (k, n) => (k < n ? `By member: the ${k} loudest of ${n}, summed over heads` : 'By member, summed over heads'),
     'att.heads': 'By head (layer × head)',
     'att.headTitle': (l, h) => `layer ${l}, head ${h}: click to open its minutes`,
@@ -319,6 +320,7 @@ export const TEXTS = {
     'head.last.text': '가중치가 커도 값이 작으면 결과는 별로 움직이지 않습니다. 두 번째 막대는 ' +
       '‖w<sub>j</sub> V<sub>j</sub>‖, 각 값이 결과를 실제로 얼마나 움직이는지입니다.',
 
+    'head.last.some': (k, n) => `토큰 ${n}개: 마지막 토큰이 가장 무겁게 듣는 ${k}개, 순서대로.`,
     'head.canvas': (n) => `토큰 ${n}개: 그림 한 장으로 그렸습니다. 마우스를 올리면 숫자가, 클릭하면 그 질문이 선택됩니다`,
 
     'att.title': '누가 결론을 밀었나',
@@ -337,12 +339,12 @@ export const TEXTS = {
     'att.what': (t, id) => `${t}(id ${id})의 로짓:`,
     'att.whatVs': (t, id, c, cid) => `${t}(id ${id})의 로짓 − ${c}(id ${cid})의 로짓:`,
     'att.sumIs': '· 부분들의 합:',
-    'att.parts': '부분들',
+    'att.parts': '부분들 (어텐션: 그 레이어의 모든 헤드, 편향: 모든 레이어와 마지막 LayerNorm의 편향)',
     'att.part.token': '토큰 임베딩',
     'att.part.position': '포지션 임베딩',
-    'att.part.attn': (l) => `어텐션, 레이어 ${l} (모든 헤드)`,
+    'att.part.attn': (l) => `어텐션, 레이어 ${l}`,
     'att.part.mlp': (l) => `MLP, 레이어 ${l}`,
-    'att.part.biases': '편향 (모든 레이어, 마지막 LayerNorm)',
+    'att.part.biases': '편향',
     'att.sources': (k, n) => (k < n ? `조원별: ${n}명 중 목소리가 가장 큰 ${k}명, 헤드 합` : '조원별, 헤드 합'),
     'att.heads': '헤드별 (레이어 × 헤드)',
     'att.headTitle': (l, h) => `레이어 ${l}, 헤드 ${h}: 클릭하면 회의록이 열립니다`,

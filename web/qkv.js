@@ -30,7 +30,8 @@ function strips(kind, rows, maxAbs, cols, D, tailHeads = []) {
     'data-max-abs': String(maxAbs) });
   const n = rows.length;
   const template = (count) => `auto repeat(${count}, ${wide ? '3.9em' : `${Math.max(4, Math.floor(420 / D))}px`})`;
-  grid.style.gridTemplateColumns = cols ? `auto repeat(${n}, ${wide ? '3.9em' : 'auto'})` : template(D) + ' auto'.repeat(tailHeads.length);
+  grid.style.gridTemplateColumns = cols ? `auto repeat(${n}, ${wide ? 'minmax(3.9em, max-content)' : '10px'})`
+    : template(D) + ' auto'.repeat(tailHeads.length);
   for (let dd = 0; dd < D; ++dd) grid.append(el('span', { class: 'dim', style: place(1, dd + 2), text: String(dd) }));
   tailHeads.forEach((h, t) => grid.append(el('span', { class: 'dim tail-head', style: place(1, D + 2 + t), text: h })));
   rows.forEach((row, r) => {

@@ -824,6 +824,12 @@ test('a long prompt (the whole context): heatmap and Q/K/V strips on canvases, e
   const r = await p2.$eval('#readout', (e) => ({ ...e.dataset }));
   assert.deepEqual([Number(r.query), Number(r.key), Number(r.score), Number(r.weight)], [q, k, hd.scores[q][k], hd.weights[q][k]]);
   assert.ok(await p2.isVisible('#tooltip'));
+  // The last token's bars: the 24 keys it weighs most (in order), not a row per token.
+  const last = await p2.$$eval('#last-token .bar-row', (els) => els.map((e) => [Number(e.dataset.index), Number(e.dataset.value)]));
+  const top = hd.last_token.weights.map((w, j) => j).sort((a, b) => hd.last_token.weights[b] - hd.last_token.weights[a] || a - b)
+    .slice(0, 24).sort((a, b) => a - b);
+  assert.deepEqual(last, top.map((j) => [j, hd.last_token.weights[j]]));
+  assert.ok(await p2.isVisible('#last-token-some'));
   // The Q/K/V strips: K, the products and V as canvases for the last query.
   assert.equal(await p2.getAttribute('#qkv', 'data-path'), 'canvas');
   assert.equal(await p2.getAttribute('#qkv', 'data-query'), String(T - 1));
