@@ -11,19 +11,20 @@ export function cellSize(rows, cols, maxSide = 720) {
   return Math.max(1, Math.min(14, Math.floor(maxSide / Math.max(rows, cols, 1))));
 }
 
-// rows × cols cells; rgb(r, c) gives [r, g, b], or null for a masked cell (hatched grey).
-// onHover(r, c) / onClick(r, c) get the cell under the pointer; onLeave when it leaves.
-export function matrixCanvas({ rows, cols, rgb, px = cellSize(rows, cols), onHover, onLeave, onClick, attrs = {} }) {
-  const w = cols * px, h = rows * px;
+// rows × cols cells of px × py pixels (px across, py down); rgb(r, c) gives [r, g, b], or null
+// for a masked cell (hatched grey). onHover(r, c) / onClick(r, c) get the cell under the
+// pointer; onLeave when it leaves.
+export function matrixCanvas({ rows, cols, rgb, px = cellSize(rows, cols), py = px, onHover, onLeave, onClick, attrs = {} }) {
+  const w = cols * px, h = rows * py;
   const canvas = el('canvas', { width: w, height: h, class: 'matrix-canvas', 'data-rows': rows, 'data-cols': cols,
-    'data-px': px, ...attrs });
+    'data-px': px, 'data-py': py, ...attrs });
   const g = canvas.getContext('2d');
   const img = g.createImageData(w, h);
   const data = img.data;
   for (let r = 0; r < rows; ++r) {
     for (let c = 0; c < cols; ++c) {
       const colour = rgb(r, c);
-      for (let y = r * px; y < (r + 1) * px; ++y) {
+      for (let y = r * py; y < (r + 1) * py; ++y) {
         let o = 4 * (y * w + c * px);
         for (let x = c * px; x < (c + 1) * px; ++x, o += 4) {
           const [R, G, B] = colour || maskedRGB(x, y);
@@ -38,7 +39,7 @@ export function matrixCanvas({ rows, cols, rgb, px = cellSize(rows, cols), onHov
     const rect = canvas.getBoundingClientRect();
     const x = ((ev.clientX - rect.left - canvas.clientLeft) * canvas.width) / canvas.clientWidth;
     const y = ((ev.clientY - rect.top - canvas.clientTop) * canvas.height) / canvas.clientHeight;
-    const r = Math.floor(y / px), c = Math.floor(x / px);
+    const r = Math.floor(y / py), c = Math.floor(x / px);
     return r >= 0 && r < rows && c >= 0 && c < cols ? { r, c } : null;
   };
   let last = '';

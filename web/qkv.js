@@ -115,12 +115,14 @@ export function renderQKV(onQuery) {
       box.append(el('h4', { text: title }), grid);
     }
   } else {
+    const tokenPx = Math.max(1, Math.min(8, Math.floor(720 / n))), dimPx = Math.max(1, Math.min(8, Math.floor(256 / D)));
     const canvas = (kind, maxAbs, value) => matrixCanvas({
       rows: cols ? D : n, cols: cols ? n : D,
       rgb: (r, c) => { const [j, dd] = cols ? [c, r] : [r, c]; const x = value(j, dd); return x === null ? null : divergingRGB(x, maxAbs); },
       onHover: (r, c) => { const [j, dd] = cols ? [c, r] : [r, c]; hover(kind, j, dd); },
       attrs: { class: 'matrix-canvas qkv-canvas', 'data-kind': kind, 'data-transposed': String(cols), 'data-max-abs': String(maxAbs) },
-      px: Math.max(1, Math.min(8, Math.floor(720 / Math.max(n, D)))),
+      // The token axis fits 720 pixels; the dimension axis gets up to 8 pixels a cell in 256.
+      ...(cols ? { px: tokenPx, py: dimPx } : { px: dimPx, py: tokenPx }),
     });
     // Paper: the three blocks side by side, a row per token in all three; 3b1b: stacked, a
     // column per token.

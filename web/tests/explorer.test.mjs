@@ -760,18 +760,18 @@ async function promptOf(n) {
 
 // Every cell's colour on a matrix canvas: the pixel at each cell's centre.
 const canvasCells = (p, sel) => p.$eval(sel, (c) => {
-  const px = Number(c.dataset.px), rows = Number(c.dataset.rows), cols = Number(c.dataset.cols);
+  const px = Number(c.dataset.px), py = Number(c.dataset.py), rows = Number(c.dataset.rows), cols = Number(c.dataset.cols);
   const data = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
   const cells = [];
   for (let r = 0; r < rows; ++r) {
     const row = [];
     for (let k = 0; k < cols; ++k) {
-      const o = 4 * ((r * px + (px >> 1)) * c.width + k * px + (px >> 1));
+      const o = 4 * ((r * py + (py >> 1)) * c.width + k * px + (px >> 1));
       row.push([data[o], data[o + 1], data[o + 2]]);
     }
     cells.push(row);
   }
-  return { px, rows, cols, maxAbs: Number(c.dataset.maxAbs), transposed: c.dataset.transposed, cells };
+  return { px, py, rows, cols, maxAbs: Number(c.dataset.maxAbs), transposed: c.dataset.transposed, cells };
 });
 const MASKED = ['215,215,215', '238,238,238'];  // the canvas's hatching (web/util.js maskedRGB)
 
@@ -853,7 +853,8 @@ test('a long prompt (the whole context): heatmap and Q/K/V strips on canvases, e
   };
   await checkStrips(false);
   const spx = Number(await p2.getAttribute('#qkv canvas[data-kind="prod"]', 'data-px'));
-  await p2.hover('#qkv canvas[data-kind="prod"]', { position: { x: 3 * spx + spx / 2, y: 7 * spx + spx / 2 } });  // key 7, dim 3
+  const spy = Number(await p2.getAttribute('#qkv canvas[data-kind="prod"]', 'data-py'));
+  await p2.hover('#qkv canvas[data-kind="prod"]', { position: { x: 3 * spx + spx / 2, y: 7 * spy + spy / 2 } });  // key 7, dim 3
   const s = await p2.$eval('#qkv-readout', (e) => ({ ...e.dataset }));
   assert.deepEqual([Number(s.key), Number(s.d), Number(s.value), Number(s.sum), Number(s.score)],
     [7, 3, hd.q[i][3] * hd.k[7][3], prods[7].reduce((a, x) => a + x, 0), hd.scores[i][7]]);
