@@ -162,6 +162,7 @@ export const TEXTS = {
     'qkv.readout.prod': (i, j, d, q, k, p, s, score) => `q${i}[${d}] × k${j}[${d}] = ${q} × ${k} = ${p};   ` +
       `Σ over the dimensions = ${s}, the model's score Q${i}·K${j} = ${score}`,
     'qkv.readout.masked': (i, j) => `query ${i} does not hear key ${j} (masked)`,
+    'qkv.readout.sum': (i, j, s, score) => `Σ over the dimensions of q${i}[d] × k${j}[d] = ${s}, the model's score Q${i}·K${j} = ${score}`,
 
     'softmax.title': 'Softmax: absolute scores become relative weights',
     'softmax.text': 'One question, several answers. A score s<sub>j</sub> says how well answer j fits the question, ' +
@@ -381,6 +382,7 @@ export const TEXTS = {
     'qkv.readout.prod': (i, j, d, q, k, p, s, score) => `q${i}[${d}] × k${j}[${d}] = ${q} × ${k} = ${p};   ` +
       `모든 차원의 합 = ${s}, 모델의 점수 Q${i}·K${j} = ${score}`,
     'qkv.readout.masked': (i, j) => `질문 ${i}는 키 ${j}의 말을 듣지 못합니다 (마스크)`,
+    'qkv.readout.sum': (i, j, s, score) => `q${i}[d] × k${j}[d]의 모든 차원 합 = ${s}, 모델의 점수 Q${i}·K${j} = ${score}`,
 
     'softmax.title': '소프트맥스: 절대적인 점수 ⇒ 상대적인 가중치',
     'softmax.text': '질문 하나에 대답이 여럿. 점수 s<sub>j</sub>는 대답 j가 질문과 얼마나 잘 맞는지를 나타내지만 정해진 ' +

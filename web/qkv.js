@@ -64,6 +64,7 @@ export function renderQKV(onQuery) {
   const box = $('#qkv');
   box.replaceChildren();
   setReadout(null);
+  for (const k of Object.keys(box.dataset)) delete box.dataset[k];
   if (!hd) { box.append(el('p', { class: 'muted', text: T('head.loading') })); return; }
   const n = hd.q.length, D = hd.q[0].length;
   const i = Math.min(state.query ?? n - 1, n - 1);
@@ -116,8 +117,8 @@ export function renderQKV(onQuery) {
     }
   } else {
     const tokenPx = Math.max(1, Math.min(8, Math.floor(720 / n))), dimPx = Math.max(1, Math.min(8, Math.floor(256 / D)));
-    const canvas = (kind, maxAbs, value) => matrixCanvas({
-      rows: cols ? D : n, cols: cols ? n : D,
+    const canvas = (kind, maxAbs, value, width = D) => matrixCanvas({
+      rows: cols ? width : n, cols: cols ? n : width,
       rgb: (r, c) => { const [j, dd] = cols ? [c, r] : [r, c]; const x = value(j, dd); return x === null ? null : divergingRGB(x, maxAbs); },
       onHover: (r, c) => { const [j, dd] = cols ? [c, r] : [r, c]; hover(kind, j, dd); },
       attrs: { class: 'matrix-canvas qkv-canvas', 'data-kind': kind, 'data-transposed': String(cols), 'data-max-abs': String(maxAbs) },
@@ -131,6 +132,7 @@ export function renderQKV(onQuery) {
     box.append(el('div', { class: `qkv-canvases ${cols ? 'stack' : 'side'}` },
       figure(T('qkv.k'), canvas('k', kMax, (j, dd) => hd.k[j][dd])),
       figure(T('qkv.prod', sub(i)), canvas('prod', pMax, (j, dd) => (prod[j] ? prod[j][dd] : null))),
+      figure('Σ', canvas('sum', maxAbsOf(sums), (j) => sums[j], 1)),
       figure(T('qkv.v'), canvas('v', vMax, (j, dd) => hd.v[j][dd]))));
   }
 }
@@ -142,7 +144,11 @@ function setReadout(h) {
   if (!h) { r.textContent = T('qkv.hover'); return; }
   const { kind, i, j, dd, hd, prod, sums } = h;
   r.dataset.kind = kind; r.dataset.key = String(j); r.dataset.d = String(dd);
-  if (kind === 'prod') {
+  if (kind === 'sum') {
+    r.dataset.sum = String(sums[j]); r.dataset.score = String(hd.scores[i][j]);
+    r.textContent = sums[j] === null ? T('qkv.readout.masked', sub(i), sub(j))
+      : T('qkv.readout.sum', sub(i), sub(j), fmt(sums[j]), fmt(hd.scores[i][j]));
+  } else if (kind === 'prod') {
     r.dataset.q = String(hd.q[i][dd]); r.dataset.k = String(hd.k[j][dd]);
     r.dataset.value = String(prod[j] ? prod[j][dd] : null);
     r.dataset.sum = String(sums[j]); r.dataset.score = String(hd.scores[i][j]);

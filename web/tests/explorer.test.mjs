@@ -851,7 +851,20 @@ test('a long prompt (the whole context): heatmap and Q/K/V strips on canvases, e
       }
     }
   };
+  const checkSums = async (transposed) => {
+    const sums = prods.map((p) => (p ? p.reduce((a, x) => a + x, 0) : null));
+    const got = await canvasCells(p2, '#qkv canvas[data-kind="sum"]');
+    assert.deepEqual([got.rows, got.cols], transposed ? [1, T] : [T, 1]);
+    const maxAbs = Math.max(...sums.filter((x) => x !== null).map(Math.abs));
+    assert.equal(got.maxAbs, maxAbs);
+    sums.forEach((x, j) => {
+      const colour = (transposed ? got.cells[0][j] : got.cells[j][0]).join(',');
+      if (x === null) assert.ok(MASKED.includes(colour));
+      else assert.equal(colour, divergingRGB(x, maxAbs).join(','), `Σ of key ${j}`);
+    });
+  };
   await checkStrips(false);
+  await checkSums(false);
   const spx = Number(await p2.getAttribute('#qkv canvas[data-kind="prod"]', 'data-px'));
   const spy = Number(await p2.getAttribute('#qkv canvas[data-kind="prod"]', 'data-py'));
   await p2.hover('#qkv canvas[data-kind="prod"]', { position: { x: 3 * spx + spx / 2, y: 7 * spy + spy / 2 } });  // key 7, dim 3
@@ -865,6 +878,7 @@ test('a long prompt (the whole context): heatmap and Q/K/V strips on canvases, e
   await p2.check('input[name=notation][value="3b1b"]');
   await check('weights', true);
   await checkStrips(true);
+  await checkSums(true);
   assert.equal(requests.length, sent, 'switching notation on the canvas path sends no request');
   await p2.locator('#head-view').screenshot({ path: path.join(artifacts, '20-long-prompt-3b1b.png') });
   await p2.check('input[name=notation][value=paper]');
