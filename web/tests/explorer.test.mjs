@@ -227,6 +227,14 @@ test('the decision\'s attribution: parts, members and heads are the API\'s, thei
   assert.equal(await page.$$eval('#attribution .att-block', (els) => els.length), 1, 'one block without compare');
   assert.match(await page.textContent('#attribution-view .explain'), /frozen/);
   await page.locator('#attribution-view').screenshot({ path: path.join(artifacts, '13-attribution.png') });
+  // A head of the table opens its minutes (the grid's selection follows), no request.
+  const before = page.apiRequests.length;
+  await page.click('#attribution table.att-heads td[data-layer="1"][data-head="2"]');
+  await page.waitForFunction(() => document.body.dataset.head === '1/2');
+  assert.deepEqual(await page.$eval('#grid .tile.selected', (e) => [e.dataset.layer, e.dataset.head]), ['1', '2']);
+  assert.match(await page.textContent('#head-title'), /Layer 1, head 2/);
+  assert.ok(await page.$eval('#attribution table.att-heads td[data-layer="1"][data-head="2"]', (e) => e.classList.contains('sel')));
+  assert.equal(page.apiRequests.length, before, 'the full answer holds every head');
 });
 
 test('target and contrast: the attribution of the typed tokens, and the server\'s one-line refusal', async () => {
