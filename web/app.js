@@ -6,46 +6,22 @@
 // The page always asks for the paper's layout and draws the 3Blue1Brown notation itself, as the
 // transpose of the answer it holds: switching notation (or language) sends no request.
 
-import { LANGS, text } from './i18n.js';
+import { LANGS } from './i18n.js';
+import { $, fmt, quote, pct, el, transpose, weightColour, textColour } from './util.js';
+import { state, T, CANVAS_ABOVE, notation, headData, selectedHead } from './state.js';
+import { heatmap, renderReadout } from './heatmap.js';
+import { initSoftmax, renderSoftmax, parseNumber } from './softmax.js';
+import { renderAttribution, bySource } from './attribution.js';
+import { renderLens } from './lens.js';
+import { renderQKV } from './qkv.js';
 
-const $ = (sel) => document.querySelector(sel);
-
-// Four significant digits; masked (null) entries read "masked".
-export function fmt(x) {
-  if (x === null || x === undefined) return 'masked';
-  if (x === 0) return '0';
-  return Number(x).toPrecision(4);
-}
-// Token texts arrive display-ready (control bytes escaped by explain()); quote them.
-const quote = (t) => `“${t}”`;
-const pct = (p) => (100 * p).toFixed(2) + '%';
-
-const state = {
-  lang: 'en',
-  model: null,
-  status: null,      // [text key, ...args] of the status line, redrawn when the language changes
-  silence: new Set(),
-  selected: { layer: 0, head: 0 },
-  matrix: 'weights',
-  data: null,        // the last explain answer with matrices for the grid (or summary only)
-  detail: null,      // the selected head's matrices when `data` has none
-  pending: 0,
-  query: null,       // the query token the softmax panel takes from the pass (default: the last)
-  tokensCount: 0,    // tokens of the last answer (a new length resets the query to the last)
-  hover: null,       // the heatmap cell last hovered: {q, k}
-  sm: { preset: 'lot', rows: [], tau: '1', model: null, info: null },  // the softmax panel
-  step: 0,           // the generation step shown (steps view)
-};
-
-// The text for key in the page's language (web/i18n.js).
-const T = (key, ...args) => text(state.lang, key, ...args);
+export { fmt };
 
 // The formula of each notation: as the page shows it, and as the API spells it (`formula`).
 export const FORMULA = {
   paper: { shown: 'softmax(Q Kᵀ / √d) V', api: 'softmax(Q K^T / sqrt(d)) V' },
   '3b1b': { shown: 'V softmax(Kᵀ Q / √d)', api: 'V softmax(K^T Q / sqrt(d))' },
 };
-const transpose = (m) => (m.length ? m[0].map((_, c) => m.map((row) => row[c])) : m);
 
 // Beyond this many numbers per request the page asks for the summary first and one head's
 // matrices on demand (GPT-2 small at 1024 tokens would be ~600 million numbers).
@@ -61,40 +37,9 @@ async function api(path, body) {
   return json;
 }
 
-function el(tag, attrs = {}, ...children) {
-  const e = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs)) {
-    if (k === 'class') e.className = v;
-    else if (k === 'text') e.textContent = v;
-    else if (k.startsWith('on')) e.addEventListener(k.slice(2), v);
-    else e.setAttribute(k, v);
-  }
-  for (const c of children) if (c !== null && c !== undefined) e.append(c);
-  return e;
-}
-
-// Colours: weights 0..1 white to deep blue; scores diverging around 0 (blue < 0 < red).
-function weightColour(w) {
-  const t = Math.max(0, Math.min(1, w));
-  const mix = (a, b) => Math.round(a + (b - a) * t);
-  return `rgb(${mix(255, 22)},${mix(255, 64)},${mix(255, 140)})`;
-}
-function divergingColour(x, maxAbs) {
-  const t = maxAbs > 0 ? Math.max(-1, Math.min(1, x / maxAbs)) : 0;
-  const a = Math.abs(t);
-  const mix = (from, to) => Math.round(from + (to - from) * a);
-  return t >= 0 ? `rgb(${mix(255, 180)},${mix(255, 30)},${mix(255, 40)})`
-                : `rgb(${mix(255, 30)},${mix(255, 80)},${mix(255, 180)})`;
-}
-const textColour = (bg) => {
-  const [r, g, b] = bg.match(/\d+/g).map(Number);
-  return 0.299 * r + 0.587 * g + 0.114 * b < 140 ? '#fff' : '#111';
-};
-
-function notation() { return document.querySelector('input[name=notation]:checked').value; }
 
 // The page's own requests always ask for the paper's layout (see the top of this file).
-function request(extra = {}) {
+function request(extra = {}, { steps = true } = {}) {
   const body = {
     prompt: $('#prompt').value,
     notation: 'paper',
@@ -104,6 +49,10 @@ function request(extra = {}) {
     ...extra,
   };
   if ($('#compare-on').checked) body.compare = $('#compare').value;
+  // The attribution's target and contrast: one-token texts, sent as typed (" of" keeps its
+  // space); the server refuses anything else with one line, shown as the page's error.
+  for (const f of ['target', 'contrast']) if ($(`#${f}`).value !== '') body[f] = $(`#${f}`).value;
+  if (!steps) return body;
   // Generation (the steps view) runs on the plain model only: not with compare, silence or swap.
   const n = Number($('#generate').value) || 0;
   const plainPass = !body.compare && !body.silence.length && !body.swap_qk;
@@ -129,6 +78,7 @@ async function run() {
   const id = ++state.pending;
   document.body.dataset.pending = String(id);
   showError('');
+  $('#att-error').hidden = true;
   setStatus(['status.running']);
   try {
     // The size of an answer with every head's matrices (the server's own count, per prompt).
@@ -152,11 +102,14 @@ async function run() {
     state.tokensCount = data.tokens.length;
     state.hover = null;
     render();
+    document.body.dataset.head = `${state.selected.layer}/${state.selected.head}`;
     setStatus(['status.done', data.tokens.length, data.compare ? data.compare.tokens.length : null]);
     document.body.dataset.ready = String(id);
   } catch (err) {
     if (id !== state.pending) return;
     showError(err.message);
+    // A refused target or contrast: the server's line beside the inputs too.
+    if ($('#target').value !== '' || $('#contrast').value !== '') { $('#att-error').textContent = err.message; $('#att-error').hidden = false; }
     setStatus(null);
     document.body.dataset.ready = String(id);
   }
@@ -164,13 +117,7 @@ async function run() {
 
 async function loadDetail() {
   const { layer, head } = state.selected;
-  state.detail = await api('/api/explain', request({ layer, head }));
-}
-
-// The selected head's matrices: from the full answer, or from the per-head one.
-function headData(data, layer, head) {
-  const L = (data.layers || []).find((l) => l.layer === layer);
-  return L ? (L.heads || []).find((h) => h.head === head) : undefined;
+  state.detail = await api('/api/explain', request({ layer, head }, { steps: false }));
 }
 
 function setStatus(s) {
@@ -185,11 +132,33 @@ function render() {
   renderTokens($('#tokens'), d, true);
   renderBars($('#prediction'), d.prediction.top, d.baseline ? d.baseline.top : null, 'prediction');
   $('#baseline-note').hidden = !d.baseline;
+  renderAttribution(selectHead);
+  renderLens();
+  renderHeadViews();
+}
+
+// Everything that follows the selected head (and the selected query).
+function renderHeadViews() {
   renderGrid();
   renderHead();
+  renderQKV(pickQuery);
   renderSoftmax();
   renderCompare();
   renderSteps();
+}
+
+// A head chosen (a grid tile, a cell of the attribution's head table): its matrices come from
+// the full answer, or from a per-head request when the page took the summary path.
+async function selectHead(layer, head) {
+  state.selected = { layer, head };
+  document.body.dataset.head = '';
+  if (!headData(state.data, layer, head)) {
+    renderHeadViews();  // "loading…" until the head's matrices arrive
+    await loadDetail().catch((e) => showError(e.message));
+  }
+  renderHeadViews();
+  renderAttribution(selectHead);
+  document.body.dataset.head = `${layer}/${head}`;
 }
 
 // The steps of "generate": step k is the pass at position T + k - 1 that chose steps[k].
@@ -230,7 +199,7 @@ function renderSteps() {
   for (const row of document.querySelectorAll('#step-prediction .bar-row'))
     if (Number(row.dataset.id) === st.id) row.classList.add('chosen');
   // Who argued for it: the attribution's per-source sums over heads, the largest |part| first.
-  const by = att.map((_, j) => st.attribution.heads.reduce((a, h) => a + h.by_source[j], 0));
+  const by = bySource(st.attribution);
   const order = by.map((_, j) => j).sort((a, b) => Math.abs(by[b]) - Math.abs(by[a])).slice(0, 8);
   const maxAbs = Math.max(...order.map((j) => Math.abs(by[j])), 1e-12);
   const argued = $('#step-argued');
@@ -301,15 +270,7 @@ function renderGrid() {
         type: 'button', class: 'tile' + (selected ? ' selected' : ''), 'data-layer': l, 'data-head': h,
         'data-focus': String(f), title: T('grid.tile', l, h, fmt(f)) + (s && s.last_token_attends_to !== null ? T('grid.tileLast', s.last_token_attends_to) : ''),
         style: `border-color:${weightColour(f)}`,
-        onclick: async () => {
-          state.selected = { layer: l, head: h };
-          if (!headData(state.data, l, h)) await loadDetail().catch((e) => showError(e.message));
-          renderGrid();
-          renderHead();
-          renderSoftmax();
-          renderCompare();
-          renderSteps();
-        },
+        onclick: () => selectHead(l, h),
       });
       const hd = headData(d, l, h);
       if (hd) tile.append(thumbnail(notation() === '3b1b' ? transpose(hd.weights) : hd.weights));
@@ -350,12 +311,6 @@ function thumbnail(matrix) {
   return c;
 }
 
-// The selected head's matrices (paper layout), or undefined while they load.
-function selectedHead() {
-  const { layer, head } = state.selected;
-  return headData(state.data, layer, head) || (state.detail && headData(state.detail, layer, head));
-}
-
 function renderHead() {
   const d = state.data;
   const { layer, head } = state.selected;
@@ -371,86 +326,19 @@ function renderHead() {
   box.replaceChildren();
   renderReadout(hd);
   if (!hd) { box.append(el('p', { class: 'muted', text: T('head.loading') })); return; }
-  box.append(heatmap(d.tokens, hd, state.matrix, nota === '3b1b'));
+  box.append(heatmap(d.tokens, hd, state.matrix, nota === '3b1b', pickQuery));
   renderLastToken(d.tokens, hd);
 }
 
-// The three numbers of the hovered cell (query q, key k), from the paper-layout matrices.
-function renderReadout(hd) {
-  const readout = $('#readout');
-  const h = state.hover;
-  if (!hd || !h || h.q >= hd.scores.length) {
-    readout.textContent = T('head.hover');
-    for (const k of ['query', 'key', 'score', 'scaled', 'weight']) delete readout.dataset[k];
-    return;
-  }
-  const tokens = state.data.tokens;
-  const at = (name) => hd[name][h.q][h.k];
-  readout.textContent = T('head.readout', sub(h.q), sub(h.k), fmt(at('scores')), fmt(hd.scale), fmt(at('scaled')),
-    fmt(at('weights')), `${h.q} ${quote(tokens[h.q].text)}`, `${h.k} ${quote(tokens[h.k].text)}`, !hd.mask[h.q][h.k]);
-  readout.dataset.query = h.q; readout.dataset.key = h.k;
-  readout.dataset.score = String(at('scores')); readout.dataset.scaled = String(at('scaled'));
-  readout.dataset.weight = String(at('weights'));
+// A heatmap cell's query (or the softmax panel's menu) chosen: the panel takes its row of
+// scores, the Q/K/V strips its vector.
+function pickQuery(q) {
+  state.query = q;
+  state.sm.preset = 'pass';
+  renderHead();
+  renderSoftmax();
+  renderQKV(pickQuery);
 }
-
-// hd is in the paper's layout ([query, key]); with cols (3Blue1Brown) every matrix is drawn
-// transposed ([key, query]): row r, column c shows hd[kind][c][r].
-function heatmap(tokens, hd, kind, cols) {
-  const m = cols ? transpose(hd[kind]) : hd[kind];
-  const mask = cols ? transpose(hd.mask) : hd.mask;
-  let maxAbs = 0;
-  for (const row of m) for (const x of row) if (x !== null) maxAbs = Math.max(maxAbs, Math.abs(x));
-  const label = (t) => `${t.index} ${t.text.replace(/ /g, '␣')}`;
-  const table = el('table', { class: 'heatmap', 'data-kind': kind, 'data-transposed': String(cols),
-    'data-layout': cols ? '[key, query]' : '[query, key]' });
-  const head = el('tr', {}, el('th', { class: 'corner', text: T(cols ? 'head.corner.3b1b' : 'head.corner.paper') }));
-  for (const t of tokens) head.append(el('th', { class: 'col' + (cols && t.index === state.query ? ' sel' : ''), text: label(t) }));
-  table.append(head);
-  m.forEach((row, r) => {
-    const tr = el('tr', {}, el('th', { class: 'rowh' + (!cols && r === state.query ? ' sel' : ''), text: label(tokens[r]) }));
-    row.forEach((x, c) => {
-      const td = el('td', { 'data-row': r, 'data-col': c, 'data-value': x === null ? 'null' : String(x) });
-      if (x === null || !mask[r][c]) td.className = 'masked';
-      else {
-        const bg = kind === 'weights' ? weightColour(x) : divergingColour(x, maxAbs);
-        td.style.background = bg;
-        td.style.color = textColour(bg);
-        td.textContent = tokens.length <= 16 ? fmt(x) : '';
-      }
-      tr.append(td);
-    });
-    table.append(tr);
-  });
-  const cell = (td) => {
-    const r = Number(td.dataset.row), c = Number(td.dataset.col);
-    const [q, k] = cols ? [c, r] : [r, c];
-    return { q, k };
-  };
-  table.addEventListener('mouseover', (ev) => {
-    const td = ev.target.closest('td');
-    if (!td) return;
-    state.hover = cell(td);
-    renderReadout(hd);
-    const tip = $('#tooltip');
-    tip.textContent = $('#readout').textContent;
-    tip.hidden = false;
-    const rect = td.getBoundingClientRect();
-    tip.style.left = `${Math.min(window.innerWidth - 420, rect.right + 8 + window.scrollX)}px`;
-    tip.style.top = `${rect.bottom + 6 + window.scrollY}px`;
-  });
-  table.addEventListener('mouseleave', () => { $('#tooltip').hidden = true; });
-  // A click takes the cell's question (its query) to the softmax panel.
-  table.addEventListener('click', (ev) => {
-    const td = ev.target.closest('td');
-    if (!td) return;
-    state.query = cell(td).q;
-    state.sm.preset = 'pass';
-    renderHead();
-    renderSoftmax();
-  });
-  return table;
-}
-const sub = (n) => String(n).replace(/\d/g, (d) => '₀₁₂₃₄₅₆₇₈₉'[d]);
 
 function renderLastToken(tokens, hd) {
   const box = $('#last-token');
@@ -458,15 +346,24 @@ function renderLastToken(tokens, hd) {
   const lt = hd.last_token;
   if (!lt) return;
   const maxC = Math.max(...lt.contribution_norms.map((x) => x || 0), 1e-12);
-  lt.weights.forEach((w, j) => {
+  // A long prompt: the keys the last token weighs most, in order (not a row per token).
+  const n = lt.weights.length;
+  const keys = lt.weights.map((_, j) => j);
+  const shown = n > CANVAS_ABOVE
+    ? keys.sort((a, b) => lt.weights[b] - lt.weights[a] || a - b).slice(0, LAST_TOKEN_SHOWN).sort((a, b) => a - b) : keys;
+  $('#last-token-some').hidden = shown.length === n;
+  $('#last-token-some').textContent = shown.length === n ? '' : T('head.last.some', shown.length, n);
+  for (const j of shown) {
+    const w = lt.weights[j];
     box.append(el('div', { class: 'bar-row two', 'data-index': j, 'data-value': String(w), 'data-contribution': String(lt.contribution_norms[j]) },
       el('span', { class: 'bar-label', text: `${j} ${quote(tokens[j].text)}` }),
       el('span', { class: 'bar-track' },
         el('span', { class: 'bar', style: `width:${(100 * (w || 0)).toFixed(2)}%` }),
         el('span', { class: 'bar contrib', style: `width:${(100 * (lt.contribution_norms[j] || 0) / maxC).toFixed(2)}%` })),
       el('span', { class: 'bar-value', text: `w ${fmt(w)} · ‖wV‖ ${fmt(lt.contribution_norms[j])}` })));
-  });
+  }
 }
+const LAST_TOKEN_SHOWN = 24;
 
 function renderCompare() {
   const d = state.data;
@@ -500,171 +397,6 @@ function renderCompare() {
       el('td', { text: quote(s.text) }), el('td', { text: pct(s.p) }), el('td', { text: pct(s.p_compare) }),
       el('td', { class: s.delta >= 0 ? 'up' : 'down', text: (s.delta >= 0 ? '+' : '') + pct(s.delta) })));
   }
-}
-
-// ---- The softmax panel: scores in, weights out, computed here as the user types. ----
-
-// softmax(s / tau), stable: subtracts the largest s/tau before exp (the weights are the same;
-// exp never overflows, so a score of 1000 gives weight 1, not Infinity/Infinity = NaN).
-export function softmax(scores, tau) {
-  const scaled = scores.map((s) => s / tau);
-  const m = Math.max(...scaled);
-  const e = scaled.map((x) => Math.exp(x - m));
-  const sum = e.reduce((a, b) => a + b, 0);
-  return { scaled, max: m, weights: e.map((x) => x / sum) };
-}
-
-// A number as typed: "1,000" and "1000" alike; "√8" (or "sqrt 8") is its square root.
-export function parseNumber(str) {
-  const t = String(str).trim().replace(/[,\s]/g, '');
-  if (t === '') return NaN;
-  const root = t.match(/^(?:√|sqrt\(?)([^)]*)\)?$/i);
-  return root ? Math.sqrt(Number(root[1])) : Number(t);
-}
-
-// The seed post's numbers ("어텐션이 조모임이라면"): Q_lot asks; lot answers 100, the rest 1.
-// With the question in front, one of its words insists on "of" with 1000.
-const PRESETS = {
-  lot: { rows: [['I', 1], ['have', 1], ['a', 1], ['lot', 100]] },
-  cash: { rows: [['Cash', 1], ['or', 1], ['credit', 1], ['card', 1000], ['?', 1], ['I', 1], ['have', 1], ['a', 1], ['lot', 100]] },
-};
-
-function loadPreset(name, keepTau = false) {
-  const sm = state.sm;
-  sm.preset = name;
-  sm.model = null;
-  sm.info = null;
-  if (name === 'pass') {
-    const hd = state.data && selectedHead();
-    if (!hd) { sm.preset = 'custom'; return; }
-    const q = Math.min(state.query ?? hd.scores.length - 1, hd.scores.length - 1);
-    const keys = hd.scores[q].map((_, j) => j).filter((j) => hd.mask[q][j]);
-    sm.rows = keys.map((j) => ({ label: `${j} ${quote(state.data.tokens[j].text)}`, score: String(hd.scores[q][j]), key: j }));
-    sm.model = keys.map((j) => hd.weights[q][j]);
-    if (!keepTau) sm.tau = String(1 / hd.scale);
-    sm.info = { ...state.selected, q, masked: hd.scores[q].length - keys.length };
-  } else {
-    sm.rows = PRESETS[name].rows.map(([label, score]) => ({ label, score: String(score) }));
-    sm.tau = '1';
-  }
-}
-
-function initSoftmax() {
-  loadPreset('lot');
-  for (const b of document.querySelectorAll('#softmax .preset')) b.addEventListener('click', () => {
-    loadPreset(b.dataset.preset);
-    renderSoftmax();
-  });
-  $('#sm-query').addEventListener('change', () => {
-    state.query = Number($('#sm-query').value);
-    loadPreset('pass');
-    renderHead();
-    renderSoftmax();
-  });
-  $('#sm-tau').addEventListener('input', () => { state.sm.tau = $('#sm-tau').value; updateSoftmax(); });
-  $('#sm-tau-1').addEventListener('click', () => { state.sm.tau = '1'; renderSoftmax(); });
-  $('#sm-tau-sqrt').addEventListener('click', () => {
-    state.sm.tau = `√${state.model ? state.model.head_dim : 64}`;
-    renderSoftmax();
-  });
-  $('#sm-add').addEventListener('click', () => {
-    toCustom();
-    state.sm.rows.push({ label: `#${state.sm.rows.length}`, score: '0' });
-    renderSoftmax();
-  });
-}
-
-// An edited score: the numbers are the user's now, no longer the pass's.
-function toCustom() {
-  state.sm.preset = 'custom';
-  state.sm.model = null;
-  state.sm.info = null;
-}
-
-// Draws the panel from state.sm (a "from the pass" panel follows the selected head and query).
-function renderSoftmax() {
-  const sm = state.sm;
-  if (sm.preset === 'pass') loadPreset('pass', true);
-  const d = state.data;
-  const sel = $('#sm-query');
-  sel.replaceChildren(...(d ? d.tokens : []).map((t) => el('option', { value: t.index, text: `${t.index} ${quote(t.text)}` })));
-  if (d && state.query !== null) sel.value = String(state.query);
-  sel.disabled = !d;
-  $('#softmax .preset[data-preset="pass"]').disabled = !(d && selectedHead());
-  for (const b of document.querySelectorAll('#softmax .preset')) b.classList.toggle('active', b.dataset.preset === sm.preset);
-  $('#sm-tau-sqrt').textContent = T('softmax.tauSqrt', state.model ? state.model.head_dim : 'd');
-  $('#sm-tau').value = sm.tau;
-  const table = $('#sm-table');
-  const head = el('tr', {}, el('th', { text: T('softmax.col.key') }), el('th', { text: T('softmax.col.score') }),
-    el('th', { text: T('softmax.col.scaled') }), el('th', { text: T('softmax.col.weight') }), el('th'),
-    sm.model ? el('th', { text: T('softmax.col.model') }) : null, el('th'));
-  table.replaceChildren(head);
-  sm.rows.forEach((row, j) => {
-    const input = el('input', { type: 'text', inputmode: 'decimal', class: 'sm-score', value: row.score, size: 12,
-      spellcheck: 'false', 'aria-label': `${T('softmax.col.score')} ${row.label}` });
-    input.addEventListener('input', () => {
-      row.score = input.value;
-      if (state.sm.preset !== 'custom') { toCustom(); renderSoftmax(); focusScore(j); } else updateSoftmax();
-    });
-    table.append(el('tr', { class: 'sm-row', 'data-index': j },
-      el('td', { class: 'sm-label', text: row.label }),
-      el('td', {}, input),
-      el('td', { class: 'sm-scaled num' }),
-      el('td', { class: 'sm-weight num' }),
-      el('td', { class: 'sm-bar' }, el('span', { class: 'bar-track' }, el('span', { class: 'bar' }))),
-      sm.model ? el('td', { class: 'sm-model num', 'data-value': String(sm.model[j]), text: fmt(sm.model[j]) }) : null,
-      el('td', {}, el('button', { type: 'button', class: 'sm-remove', title: T('softmax.remove'), 'aria-label': T('softmax.remove'),
-        text: '×', onclick: () => { toCustom(); sm.rows.splice(j, 1); renderSoftmax(); } }))));
-  });
-  const info = sm.info;
-  $('#sm-source').textContent = sm.preset === 'pass' && info
-    ? T('softmax.source.pass', info.layer, info.head, info.q, quote(d.tokens[info.q].text), info.masked)
-    : T(`softmax.source.${sm.preset}`);
-  updateSoftmax();
-}
-
-function focusScore(j) {
-  const input = document.querySelectorAll('#sm-table .sm-score')[j];
-  if (input) { input.focus(); input.setSelectionRange(input.value.length, input.value.length); }
-}
-
-// Recomputes the weights from the inputs as they stand (keeps the table and the focus).
-function updateSoftmax() {
-  const sm = state.sm;
-  const scores = sm.rows.map((r) => parseNumber(r.score));
-  const tau = parseNumber(sm.tau);
-  const bad = !(tau > 0) || !Number.isFinite(tau) || scores.some((x) => !Number.isFinite(x));
-  const err = $('#sm-error');
-  err.hidden = !bad && scores.length > 0;
-  err.textContent = bad ? T('softmax.bad') : scores.length ? '' : T('softmax.empty');
-  const rows = document.querySelectorAll('#sm-table .sm-row');
-  const panel = $('#softmax');
-  $('#sm-tau').classList.toggle('invalid', !(tau > 0) || !Number.isFinite(tau));
-  rows.forEach((tr, j) => tr.querySelector('.sm-score').classList.toggle('invalid', !Number.isFinite(scores[j])));
-  if (bad || !scores.length) {
-    panel.dataset.valid = 'false';
-    $('#sm-formula').textContent = 'w = softmax(s / τ)';
-    $('#sm-sum').textContent = '';
-    for (const tr of rows) {
-      for (const c of ['.sm-scaled', '.sm-weight']) { tr.querySelector(c).textContent = '—'; delete tr.querySelector(c).dataset.value; }
-      tr.querySelector('.bar').style.width = '0';
-    }
-    return;
-  }
-  const { scaled, max, weights } = softmax(scores, tau);
-  panel.dataset.valid = 'true';
-  panel.dataset.tau = String(tau);
-  panel.dataset.max = String(max);
-  const short = (x) => String(Number(x.toPrecision(4)));
-  $('#sm-formula').textContent = `w = softmax(s / ${short(tau)})` + (tau !== 1 ? ` = softmax(s × ${short(1 / tau)})` : '');
-  rows.forEach((tr, j) => {
-    const sc = tr.querySelector('.sm-scaled'), w = tr.querySelector('.sm-weight');
-    sc.textContent = fmt(scaled[j]); sc.dataset.value = String(scaled[j]);
-    w.textContent = fmt(weights[j]); w.dataset.value = String(weights[j]);
-    tr.querySelector('.bar').style.width = `${(100 * weights[j]).toFixed(2)}%`;
-  });
-  const sum = weights.reduce((a, b) => a + b, 0);
-  $('#sm-sum').textContent = T('softmax.sum', fmt(sum));
 }
 
 function renderModelSummary() {
@@ -702,17 +434,19 @@ async function init() {
   $('#compare-on').addEventListener('change', () => { $('#compare').disabled = !$('#compare-on').checked; run(); });
   $('#controls').addEventListener('submit', (e) => { e.preventDefault(); state.silence.clear(); run(); });
   $('#swap-qk').addEventListener('change', run);
+  $('#att-form').addEventListener('submit', (e) => { e.preventDefault(); run(); });
   // Notation: the same answer drawn transposed, no new request.
   for (const r of document.querySelectorAll('input[name=notation]')) r.addEventListener('change', () => {
     if (!state.data) return;
     renderGrid();
     renderHead();
+    renderQKV(pickQuery);
     renderSoftmax();
   });
   for (const r of document.querySelectorAll('input[name=lang]')) r.addEventListener('change', () => {
     setLanguage(document.querySelector('input[name=lang]:checked').value, true);
   });
-  initSoftmax();
+  initSoftmax(pickQuery);
   $('#step').addEventListener('input', () => {
     state.step = Number($('#step').value);
     renderSteps();

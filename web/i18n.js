@@ -99,6 +99,71 @@ export const TEXTS = {
     'head.last.text': 'A big weight on a small value says little: the second bar is ‖w<sub>j</sub> V<sub>j</sub>‖, ' +
       'how far each value actually moves the result.',
 
+    'head.last.some': (k, n) => `${n} tokens: the ${k} the last token weighs most, in order.`,
+    'head.canvas': (n) => `${n} tokens: drawn as one picture; hover for the numbers, click for a query`,
+
+    'att.title': 'Who argued for the decision',
+    'att.text': 'The last token\'s logit for the chosen token (the prediction, or the <em>target</em> you type) is a ' +
+      'sum: every part of the model wrote into the last position\'s residual stream, and each part\'s share of ' +
+      'the logit is what it argued, for (red, +) or against (blue, −). The parts: the token and position ' +
+      'embeddings, each attention head (and, inside it, each member it listened to), each MLP, and the biases. ' +
+      '<strong>By member</strong>: what every source token said through all heads together, the loudest first. ' +
+      'With a <em>contrast</em> the quantity is the logit of the target minus that of the contrast: who tipped ' +
+      'the balance between the two. Click a head in the table to open its minutes.',
+    'att.note': 'The final LayerNorm divides by the residual\'s spread; that scale is frozen at this pass\'s value, ' +
+      'which makes the logit an exact sum of the parts (the sum is shown next to the model\'s own logit).',
+    'att.target': 'target token',
+    'att.contrast': 'minus the contrast',
+    'att.apply': 'Attribute',
+    'att.inputs': 'one token each (keep a leading space: " of"); empty: the predicted token',
+    'att.what': (t, id) => `logit of ${t} (id ${id}):`,
+    'att.whatVs': (t, id, c, cid) => `logit of ${t} (id ${id}) − logit of ${c} (id ${cid}):`,
+    'att.sumIs': '· sum of the parts:',
+    'att.parts': 'The parts (attention: all heads of the layer; biases: every layer\'s and the final LayerNorm\'s)',
+    'att.part.token': 'token embedding',
+    'att.part.position': 'position embedding',
+    'att.part.attn': (l) => `attention, layer ${l}`,
+    'att.part.mlp': (l) => `MLP, layer ${l}`,
+    'att.part.biases': 'biases',
+    'att.sources': (k, n) => (k < n ? `By member: the ${k} loudest of ${n}, summed over heads` : 'By member, summed over heads'),
+    'att.heads': 'By head (layer × head)',
+    'att.headTitle': (l, h) => `layer ${l}, head ${h}: click to open its minutes`,
+
+    'lens.title': 'The logit lens: the decision forming layer by layer',
+    'lens.text': 'Stop the meeting early and ask for a decision anyway: the last token\'s residual stream after the ' +
+      'embeddings, and after each layer, read through the final LayerNorm and the unembedding as if it were the ' +
+      'end. Each row is that early guess, its most likely tokens first. The final prediction\'s token is ' +
+      'framed wherever it appears, so you can see at which layer it rises to the top.',
+    'lens.final': (t, id) => `The final prediction: ${t} (id ${id}), framed in each row.`,
+    'lens.afterEmb': 'after the embeddings',
+    'lens.afterLayer': (l) => `after layer ${l}`,
+    'lens.rank': (r, p) => `final token: #${r}, ${p}`,
+    'lens.absent': (n) => `final token: not in the top ${n}`,
+
+    'qkv.title': (l, h) => `Layer ${l}, head ${h}: Q, K and V, dimension by dimension`,
+    'qkv.text': 'The query Q<sub>i</sub> of the chosen token, every key K<sub>j</sub> and value V<sub>j</sub> of this ' +
+      'head, one cell per dimension (red +, blue −). The score of key j is the dot product Q<sub>i</sub>·K<sub>j</sub>: ' +
+      'the middle block takes it apart, one product q<sub>i</sub>[d] k<sub>j</sub>[d] per dimension, and adds them ' +
+      'up (Σ) beside the model\'s own score. The dimensions where both are large and of the same sign make the ' +
+      'match; opposite signs argue against it. V<sub>j</sub> is what key j hands over, weighted by w. Choose the ' +
+      'query here, in the softmax panel, or by clicking a heatmap cell.',
+    'qkv.query': 'query i',
+    'qkv.embed': (i, t) => `E${i} ${t} = token embedding + position embedding:`,
+    'qkv.input0': '(layer 0 reads E through its LayerNorm)',
+    'qkv.inputL': (l) => `(layer ${l} reads the residual stream at this token, E plus what earlier layers added)`,
+    'qkv.q': (i) => `The query Q${i}`,
+    'qkv.k': 'The keys K_j',
+    'qkv.prod': (i) => `Q${i} · K_j, dimension by dimension: q${i}[d] × k_j[d], their sum Σ and the model's score`,
+    'qkv.v': 'The values V_j and the weight w each gets',
+    'qkv.score': 'score',
+    'qkv.canvas': (n) => `${n} tokens: each block drawn as one picture, a cell per token and dimension; hover for the numbers.`,
+    'qkv.hover': 'Hover a cell.',
+    'qkv.readout.vec': (name, d, v) => `${name}[${d}] = ${v}`,
+    'qkv.readout.prod': (i, j, d, q, k, p, s, score) => `q${i}[${d}] × k${j}[${d}] = ${q} × ${k} = ${p};   ` +
+      `Σ over the dimensions = ${s}, the model's score Q${i}·K${j} = ${score}`,
+    'qkv.readout.masked': (i, j) => `query ${i} does not hear key ${j} (masked)`,
+    'qkv.readout.sum': (i, j, s, score) => `Σ over the dimensions of q${i}[d] × k${j}[d] = ${s}, the model's score Q${i}·K${j} = ${score}`,
+
     'softmax.title': 'Softmax: absolute scores become relative weights',
     'softmax.text': 'One question, several answers. A score s<sub>j</sub> says how well answer j fits the question, ' +
       'on no fixed scale; the softmax turns the scores into weights between 0 and 1 that add up to 1. Dividing ' +
@@ -255,6 +320,69 @@ export const TEXTS = {
     'head.last.title': '마지막 토큰: 누구의 말을 듣고, 각 대답이 얼마나 반영되는가',
     'head.last.text': '가중치가 커도 값이 작으면 결과는 별로 움직이지 않습니다. 두 번째 막대는 ' +
       '‖w<sub>j</sub> V<sub>j</sub>‖, 각 값이 결과를 실제로 얼마나 움직이는지입니다.',
+
+    'head.last.some': (k, n) => `토큰 ${n}개: 마지막 토큰이 가장 무겁게 듣는 ${k}개, 순서대로.`,
+    'head.canvas': (n) => `토큰 ${n}개: 그림 한 장으로 그렸습니다. 마우스를 올리면 숫자가, 클릭하면 그 질문이 선택됩니다`,
+
+    'att.title': '누가 결론을 밀었나',
+    'att.text': '고른 토큰(예측, 또는 직접 넣은 <em>목표</em>)에 대한 마지막 토큰의 로짓은 합입니다. 모델의 모든 부분이 ' +
+      '마지막 자리의 잔차 스트림에 무언가를 써 넣었고, 각 부분이 로짓에 보탠 몫이 그 부분의 주장입니다. ' +
+      '찬성(빨강, +)이나 반대(파랑, −). 부분은 토큰 임베딩과 포지션 임베딩, 어텐션 헤드 하나하나(그리고 그 안에서 ' +
+      '헤드가 말을 들은 조원 하나하나), MLP 하나하나, 그리고 편향입니다. <strong>조원별</strong>: 말한 토큰마다 모든 ' +
+      '헤드를 통해 한 말을 합친 것, 목소리가 큰 조원부터. <em>대조</em> 토큰을 넣으면 목표의 로짓에서 대조의 로짓을 뺀 ' +
+      '값을 나눕니다. 둘 사이에서 누가 저울을 기울였는지입니다. 표의 헤드를 클릭하면 그 헤드의 회의록이 열립니다.',
+    'att.note': '마지막 LayerNorm은 잔차의 퍼짐으로 나눕니다. 그 스케일을 이번 패스의 값으로 고정하면 로짓이 부분들의 ' +
+      '정확한 합이 됩니다(합은 모델이 직접 계산한 로짓 옆에 보여 줍니다).',
+    'att.target': '목표 토큰',
+    'att.contrast': '빼는 대조 토큰',
+    'att.apply': '나눠 보기',
+    'att.inputs': '각각 토큰 하나(앞의 공백도 넣으세요: " of"). 비워 두면 예측한 토큰',
+    'att.what': (t, id) => `${t}(id ${id})의 로짓:`,
+    'att.whatVs': (t, id, c, cid) => `${t}(id ${id})의 로짓 − ${c}(id ${cid})의 로짓:`,
+    'att.sumIs': '· 부분들의 합:',
+    'att.parts': '부분들 (어텐션: 그 레이어의 모든 헤드, 편향: 모든 레이어와 마지막 LayerNorm의 편향)',
+    'att.part.token': '토큰 임베딩',
+    'att.part.position': '포지션 임베딩',
+    'att.part.attn': (l) => `어텐션, 레이어 ${l}`,
+    'att.part.mlp': (l) => `MLP, 레이어 ${l}`,
+    'att.part.biases': '편향',
+    'att.sources': (k, n) => (k < n ? `조원별: ${n}명 중 목소리가 가장 큰 ${k}명, 헤드 합` : '조원별, 헤드 합'),
+    'att.heads': '헤드별 (레이어 × 헤드)',
+    'att.headTitle': (l, h) => `레이어 ${l}, 헤드 ${h}: 클릭하면 회의록이 열립니다`,
+
+    'lens.title': '로짓 렌즈: 레이어마다 결론이 만들어지는 모습',
+    'lens.text': '조모임을 중간에 멈추고 그래도 결론을 내 보라고 합니다. 임베딩 다음과 레이어 하나하나 다음의 마지막 ' +
+      '토큰 잔차 스트림을, 그것이 끝인 것처럼 마지막 LayerNorm과 언임베딩으로 읽습니다. 각 행이 그 이른 추측이고, ' +
+      '가장 유력한 토큰부터 놓입니다. 최종 예측 토큰은 나올 때마다 테두리를 둘러서, 어느 레이어에서 맨 위로 ' +
+      '올라오는지 볼 수 있습니다.',
+    'lens.final': (t, id) => `최종 예측: ${t}(id ${id}), 행마다 테두리로 표시.`,
+    'lens.afterEmb': '임베딩 다음',
+    'lens.afterLayer': (l) => `레이어 ${l} 다음`,
+    'lens.rank': (r, p) => `최종 토큰: ${r}위, ${p}`,
+    'lens.absent': (n) => `최종 토큰: 상위 ${n}개에 없음`,
+
+    'qkv.title': (l, h) => `레이어 ${l}, 헤드 ${h}: Q, K, V를 차원별로`,
+    'qkv.text': '고른 토큰의 쿼리 Q<sub>i</sub>와 이 헤드의 모든 키 K<sub>j</sub>, 값 V<sub>j</sub>를 차원마다 칸 하나로 ' +
+      '그립니다(빨강 +, 파랑 −). 키 j의 점수는 내적 Q<sub>i</sub>·K<sub>j</sub>입니다. 가운데 블록은 그것을 차원마다의 ' +
+      '곱 q<sub>i</sub>[d] k<sub>j</sub>[d]로 나누고, 더한 값(Σ)을 모델이 직접 계산한 점수 옆에 둡니다. 두 값이 모두 ' +
+      '크고 부호가 같은 차원이 찰떡궁합을 만들고, 부호가 반대인 차원은 궁합을 깎습니다. V<sub>j</sub>는 키 j가 ' +
+      '건네는 값이고, 가중치 w만큼 반영됩니다. 질문은 여기, 소프트맥스 패널, 또는 히트맵 칸을 클릭해 고릅니다.',
+    'qkv.query': '질문 i',
+    'qkv.embed': (i, t) => `E${i} ${t} = 토큰 임베딩 + 포지션 임베딩:`,
+    'qkv.input0': '(레이어 0은 E를 LayerNorm을 거쳐 읽습니다)',
+    'qkv.inputL': (l) => `(레이어 ${l}은 이 토큰의 잔차 스트림, 곧 E에 앞 레이어들이 더한 것을 읽습니다)`,
+    'qkv.q': (i) => `쿼리 Q${i}`,
+    'qkv.k': '키 K_j',
+    'qkv.prod': (i) => `Q${i} · K_j를 차원별로: q${i}[d] × k_j[d], 그 합 Σ와 모델의 점수`,
+    'qkv.v': '값 V_j와 각각이 받는 가중치 w',
+    'qkv.score': '점수',
+    'qkv.canvas': (n) => `토큰 ${n}개: 블록마다 그림 한 장, 토큰과 차원마다 칸 하나. 마우스를 올리면 숫자가 보입니다.`,
+    'qkv.hover': '칸 위에 마우스를 올려 보세요.',
+    'qkv.readout.vec': (name, d, v) => `${name}의 차원 ${d} = ${v}`,
+    'qkv.readout.prod': (i, j, d, q, k, p, s, score) => `q${i}[${d}] × k${j}[${d}] = ${q} × ${k} = ${p};   ` +
+      `모든 차원의 합 = ${s}, 모델의 점수 Q${i}·K${j} = ${score}`,
+    'qkv.readout.masked': (i, j) => `질문 ${i}는 키 ${j}의 말을 듣지 못합니다 (마스크)`,
+    'qkv.readout.sum': (i, j, s, score) => `q${i}[d] × k${j}[d]의 모든 차원 합 = ${s}, 모델의 점수 Q${i}·K${j} = ${score}`,
 
     'softmax.title': '소프트맥스: 절대적인 점수 ⇒ 상대적인 가중치',
     'softmax.text': '질문 하나에 대답이 여럿. 점수 s<sub>j</sub>는 대답 j가 질문과 얼마나 잘 맞는지를 나타내지만 정해진 ' +

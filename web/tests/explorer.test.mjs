@@ -24,6 +24,9 @@ const { chromium } = require('playwright-core');
 const artifacts = env('JOMOIM_WEB_ARTIFACTS');
 // The page's texts in both languages (a plain module, no DOM).
 const { TEXTS } = await import(pathToFileURL(path.join(path.resolve(env('JOMOIM_WEB_ASSETS')), 'i18n.js')).href);
+// The page's colour scales (a plain module, no DOM): the canvas tests read every cell's colour
+// back and compare it with the colour of the API's number.
+const { weightRGB, divergingRGB } = await import(pathToFileURL(path.join(path.resolve(env('JOMOIM_WEB_ASSETS')), 'util.js')).href);
 fs.mkdirSync(artifacts, { recursive: true });
 for (const f of fs.readdirSync(artifacts)) if (f.endsWith('.png')) fs.rmSync(path.join(artifacts, f));  // this run's only
 
@@ -31,6 +34,7 @@ let server, base, browser, page, userDataDir, model;
 
 // The page's own number format (web/app.js fmt) and percentages.
 const fmt = (x) => (x === null ? 'masked' : x === 0 ? '0' : Number(x).toPrecision(4));
+const signed = (x) => (x > 0 ? '+' : '') + fmt(x);
 const pct = (p) => (100 * p).toFixed(2) + '%';
 
 async function api(route, body) {
@@ -164,6 +168,132 @@ test('the grid tiles carry the API\'s head roles: every score, the label and its
   await page.locator('#grid-view').screenshot({ path: path.join(artifacts, '11-head-roles.png') });
 });
 
+
+// ---- The decision's attribution, the logit lens, the Q/K/V strips. ----
+
+// What the attribution block `sel` must show for the API's attribution a (T source tokens):
+// the quantity and the sum, every part, the loudest members, every head.
+async function checkAttribution(sel, a, what) {
+  const got = await page.$eval(sel, (b) => {
+    const rows = (s) => [...b.querySelectorAll(`${s} .bar-row`)].map((e) => ({ ...e.dataset,
+      value: e.querySelector('.bar-value').dataset.value, text: e.querySelector('.bar-value').textContent }));
+    const head = b.querySelector('.att-head');
+    return {
+      target: head.dataset.target, contrast: head.dataset.contrast,
+      logit: head.querySelector('.att-logit').dataset.value, sum: head.querySelector('.att-sum').dataset.value,
+      logitText: head.querySelector('.att-logit').textContent, sumText: head.querySelector('.att-sum').textContent,
+      parts: rows('.att-parts'), sources: rows('.att-sources'),
+      heads: [...b.querySelectorAll('table.att-heads td')].map((e) => ({ ...e.dataset, text: e.textContent })),
+    };
+  });
+  assert.equal(got.target, String(a.target.id), `${what}: target`);
+  assert.equal(got.contrast, a.contrast ? String(a.contrast.id) : '', `${what}: contrast`);
+  const logit = a.target.logit - (a.contrast ? a.contrast.logit : 0);
+  assert.equal(Number(got.logit), logit, `${what}: the model's logit (difference)`);
+  assert.equal(Number(got.sum), a.sum, `${what}: the API's sum of the parts`);
+  assert.equal(got.logitText, fmt(logit));
+  assert.equal(got.sumText, fmt(a.sum));
+  assert.ok(Math.abs(a.sum - logit) <= 1e-4 * Math.max(1, Math.abs(logit)), `${what}: sum ${a.sum} vs logit ${logit}`);
+  // The parts, in order: token, position, then per layer its heads' sum and its MLP, the biases.
+  const layers = new Array(model.n_layer).fill(0);
+  for (const h of a.heads) layers[h.layer] += h.total;
+  const want = [['token', '', a.embeddings.token], ['position', '', a.embeddings.position]];
+  for (let l = 0; l < model.n_layer; ++l) want.push(['attn', String(l), layers[l]], ['mlp', String(l), a.mlps[l]]);
+  want.push(['biases', '', a.biases]);
+  assert.deepEqual(got.parts.map((r) => [r.part, r.layer || '', Number(r.value)]), want, `${what}: parts`);
+  for (const r of got.parts) assert.equal(r.text, signed(Number(r.value)));
+  const total = want.reduce((s, [, , v]) => s + v, 0);
+  assert.ok(Math.abs(total - a.sum) <= 1e-9 * Math.max(1, Math.abs(a.sum)), `${what}: the parts add up to the sum`);
+  // By member: Σ over heads, the loudest 12 first.
+  const T = a.heads[0].by_source.length;
+  const by = Array.from({ length: T }, (_, j) => a.heads.reduce((s, h) => s + h.by_source[j], 0));
+  const order = by.map((_, j) => j).sort((p, q) => Math.abs(by[q]) - Math.abs(by[p]) || p - q).slice(0, 12);
+  assert.deepEqual(got.sources.map((r) => [Number(r.index), Number(r.value)]), order.map((j) => [j, by[j]]), `${what}: by member`);
+  for (const r of got.sources) assert.equal(r.text, signed(Number(r.value)));
+  // By head: every (layer, head) total.
+  assert.equal(got.heads.length, model.n_layer * model.n_head);
+  for (const h of a.heads) {
+    const c = got.heads.find((x) => Number(x.layer) === h.layer && Number(x.head) === h.head);
+    assert.ok(c, `${what}: head L${h.layer} H${h.head}`);
+    assert.equal(Number(c.value), h.total);
+    assert.equal(c.text, signed(h.total));
+  }
+}
+
+test('the decision\'s attribution: parts, members and heads are the API\'s, their sum beside the logit', async () => {
+  const want = await api('/api/explain', plain());
+  assert.equal(want.attribution.target.id, want.prediction.top[0].id, 'without a target: the predicted token');
+  await checkAttribution('#attribution .att-block[data-side="prompt"]', want.attribution, 'plain');
+  assert.equal(await page.$$eval('#attribution .att-block', (els) => els.length), 1, 'one block without compare');
+  assert.match(await page.textContent('#attribution-view .explain'), /frozen/);
+  await page.locator('#attribution-view').screenshot({ path: path.join(artifacts, '13-attribution.png') });
+  // A head of the table opens its minutes (the grid's selection follows), no request.
+  const before = page.apiRequests.length;
+  await page.click('#attribution table.att-heads td[data-layer="1"][data-head="2"]');
+  await page.waitForFunction(() => document.body.dataset.head === '1/2');
+  assert.deepEqual(await page.$eval('#grid .tile.selected', (e) => [e.dataset.layer, e.dataset.head]), ['1', '2']);
+  assert.match(await page.textContent('#head-title'), /Layer 1, head 2/);
+  assert.ok(await page.$eval('#attribution table.att-heads td[data-layer="1"][data-head="2"]', (e) => e.classList.contains('sel')));
+  assert.equal(page.apiRequests.length, before, 'the full answer holds every head');
+});
+
+test('target and contrast: the attribution of the typed tokens, and the server\'s one-line refusal', async () => {
+  await page.fill('#target', 'e');
+  await page.fill('#contrast', '.');
+  await settled(() => page.click('#att-apply'));
+  const want = await api('/api/explain', plain({ target: 'e', contrast: '.' }));
+  assert.equal(want.attribution.target.text, 'e');
+  assert.equal(want.attribution.contrast.text, '.');
+  await checkAttribution('#attribution .att-block[data-side="prompt"]', want.attribution, 'target e − contrast .');
+  assert.equal(await page.textContent('#attribution .att-what'),
+    `logit of “e” (id ${want.attribution.target.id}) − logit of “.” (id ${want.attribution.contrast.id}):`);
+  await page.locator('#attribution-view').screenshot({ path: path.join(artifacts, '17-attribution-target.png') });
+  // More than one token: the server refuses, the page shows its line (at the top and here).
+  await page.fill('#target', 'xyz');
+  await settled(() => page.click('#att-apply'));
+  const res = await fetch(base + '/api/explain', { method: 'POST', headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify(plain({ target: 'xyz', contrast: '.' })) });
+  assert.equal(res.status, 400);
+  const { error } = await res.json();
+  assert.match(error, /target/);
+  assert.ok(await page.isVisible('#error'));
+  assert.equal(await page.textContent('#error'), error);
+  assert.ok(await page.isVisible('#att-error'));
+  assert.equal(await page.textContent('#att-error'), error);
+  await page.locator('#attribution-view').screenshot({ path: path.join(artifacts, '17-attribution-target-refused.png') });
+  await page.fill('#target', '');
+  await page.fill('#contrast', '');
+  await settled(() => page.click('#att-apply'));
+  assert.ok(!(await page.isVisible('#error')));
+  assert.ok(!(await page.isVisible('#att-error')));
+  await checkAttribution('#attribution .att-block[data-side="prompt"]', (await api('/api/explain', plain())).attribution, 'back to the prediction');
+});
+
+test('the logit lens: a row per layer, each the API\'s top tokens, the final prediction marked', async () => {
+  const want = await api('/api/explain', plain());
+  const final = want.prediction.top[0].id;
+  assert.equal(want.logit_lens.length, model.n_layer + 1);
+  const rows = await page.$$eval('#lens .lens-row', (els) => els.map((e) => ({
+    layer: Number(e.dataset.layer), rank: Number(e.dataset.finalRank), head: e.querySelector('th').textContent,
+    toks: [...e.querySelectorAll('.lens-tok')].map((t) => ({ id: Number(t.dataset.id), p: Number(t.dataset.value),
+      final: t.classList.contains('final'), text: t.querySelector('.lens-p').textContent })) })));
+  assert.equal(rows.length, want.logit_lens.length);
+  rows.forEach((r, k) => {
+    const w = want.logit_lens[k];
+    assert.equal(r.layer, w.layer);
+    assert.equal(r.head, w.layer < 0 ? 'after the embeddings' : `after layer ${w.layer}`);
+    assert.deepEqual(r.toks.map((t) => [t.id, t.p]), w.top.map((c) => [c.id, c.probability]), `row ${k}`);
+    for (const t of r.toks) {
+      assert.equal(t.final, t.id === final, `row ${k}: the final token marked, no other`);
+      assert.equal(t.text, pct(t.p));
+    }
+    assert.equal(r.rank, w.top.findIndex((c) => c.id === final));
+  });
+  assert.equal(rows[rows.length - 1].toks[0].id, final, 'the last row is the model\'s own prediction');
+  assert.equal(Number(await page.getAttribute('#lens-final', 'data-id')), final);
+  await page.locator('#lens-view').screenshot({ path: path.join(artifacts, '14-logit-lens.png') });
+});
+
 async function cells() {
   return page.$$eval('#heatmap td', (els) => els.map((e) => ({
     r: Number(e.dataset.row), c: Number(e.dataset.col), v: e.dataset.value, masked: e.classList.contains('masked') })));
@@ -247,6 +377,77 @@ test('the notation toggle redraws the held answer transposed, without a request'
   assert.equal(await page.getAttribute('#formula', 'data-formula'), paperAnswer.formula);
   for (const { r, c, v } of await cells()) assert.equal(v, String(paper.weights[r][c]));
   assert.equal(page.apiRequests.length, before, 'switching back sends no request either');
+});
+
+
+// The Q/K/V strips' cells: per block, [row, d, value] (row: the token; in 3b1b drawn as a column).
+async function strips(p = page) {
+  return p.$$eval('#qkv .strips', (els) => Object.fromEntries(els.map((g) => [g.dataset.kind, {
+    transposed: g.dataset.transposed,
+    cells: [...g.querySelectorAll('.cell')].map((c) => [Number(c.dataset.row), Number(c.dataset.d), c.dataset.value,
+      getComputedStyle(c).gridRowStart, getComputedStyle(c).gridColumnStart]),
+    tails: [...g.querySelectorAll('.tail')].map((t) => [Number(t.dataset.row), t.className.split(' ').pop(), t.dataset.value, t.textContent]),
+  }])));
+}
+const num = (v) => (v === 'null' ? null : Number(v));
+
+test('Q, K and V strips: the selected head\'s vectors, Q_i·K_j taken apart dimension by dimension', async () => {
+  const L = Number(await page.getAttribute('#grid .tile.selected', 'data-layer'));
+  const H = Number(await page.getAttribute('#grid .tile.selected', 'data-head'));
+  const want = await api('/api/explain', plain());
+  const hd = want.layers[L].heads[H];
+  const before = page.apiRequests.length;
+  const i = 2;
+  await page.selectOption('#qkv-query', String(i));
+  assert.equal(await page.getAttribute('#qkv', 'data-query'), String(i));
+  assert.equal(await page.getAttribute('#qkv', 'data-path'), 'dom');
+  assert.match(await page.textContent('#qkv-title'), new RegExp(`Layer ${L}, head ${H}`));
+  const D = model.head_dim, T = want.tokens.length;
+  const s = await strips();
+  assert.deepEqual(s.q.cells.map(([r, d, v]) => [r, d, num(v)]), hd.q[i].map((x, d) => [0, d, x]), 'Q_i');
+  for (const kind of ['k', 'v'])
+    assert.deepEqual(s[kind].cells.map(([r, d, v]) => [r, d, num(v)]), hd[kind].flatMap((row, j) => row.map((x, d) => [j, d, x])), kind);
+  // The products q_i[d] k_j[d] (null where query i does not hear key j), their sums and the scores.
+  const prods = hd.k.map((k, j) => (hd.mask[i][j] ? hd.q[i].map((q, d) => q * k[d]) : null));
+  assert.deepEqual(s.prod.cells.map(([r, d, v]) => [r, d, num(v)]),
+    prods.flatMap((p, j) => (p || new Array(D).fill(null)).map((x, d) => [j, d, x])), 'the products');
+  for (let j = 0; j < T; ++j) {
+    const tail = Object.fromEntries(s.prod.tails.filter((t) => t[0] === j).map((t) => [t[1], t]));
+    const sum = prods[j] ? prods[j].reduce((a, x) => a + x, 0) : null;
+    assert.equal(num(tail.sum[2]), sum, `Σ_d for key ${j}`);
+    assert.equal(num(tail.score[2]), hd.scores[i][j], `the API's score for key ${j}`);
+    assert.equal(num(tail.weight[2]), hd.weights[i][j]);
+    if (sum !== null) {
+      assert.equal(tail.sum[3], fmt(sum));
+      const scale = prods[j].reduce((a, x) => a + Math.abs(x), 0);
+      assert.ok(Math.abs(sum - hd.scores[i][j]) <= 1e-5 * Math.max(1, scale), `Σ_d ${sum} = score ${hd.scores[i][j]}`);
+    }
+    assert.equal(sum === null, j > i, 'the causal mask');
+  }
+  // E_i: the norms the API gives.
+  for (const [cls, k] of [['tok-norm', 'token_embedding_norm'], ['pos-norm', 'position_embedding_norm'], ['emb-norm', 'embedding_norm']])
+    assert.equal(Number(await page.getAttribute(`#qkv .qkv-embed .${cls}`, 'data-value')), want.tokens[i][k], k);
+  // Hovering a product: the readout's numbers.
+  await page.hover(`#qkv .strips[data-kind="prod"] .cell[data-row="1"][data-d="3"]`);
+  const r = await page.$eval('#qkv-readout', (e) => ({ ...e.dataset, text: e.textContent }));
+  assert.equal(num(r.value), hd.q[i][3] * hd.k[1][3]);
+  assert.equal(num(r.sum), prods[1].reduce((a, x) => a + x, 0));
+  assert.equal(num(r.score), hd.scores[i][1]);
+  assert.ok(r.text.includes(`= ${fmt(hd.scores[i][1])}`), r.text);
+  // Paper: a row per vector; 3b1b: the same cells as columns, no request.
+  for (const [row, d, , gr, gc] of s.k.cells) assert.deepEqual([gr, gc], [String(row + 2), String(d + 2)]);
+  await page.locator('#qkv-view').screenshot({ path: path.join(artifacts, '15-qkv-strips.png') });
+  await page.check('input[name=notation][value="3b1b"]');
+  const t = await strips();
+  assert.equal(t.k.transposed, 'true');
+  for (const [row, d, v, gr, gc] of t.k.cells) {
+    assert.deepEqual([gr, gc], [String(d + 2), String(row + 2)], 'K_j is column j');
+    assert.equal(num(v), hd.k[row][d]);
+  }
+  await page.locator('#qkv-view').screenshot({ path: path.join(artifacts, '16-qkv-strips-3b1b.png') });
+  await page.check('input[name=notation][value=paper]');
+  assert.equal(page.apiRequests.length, before, 'choosing the query and the notation sends no request');
+  await page.selectOption('#qkv-query', String(T - 1));
 });
 
 // The softmax the test expects: log-sum-exp, computed apart from the page's code.
@@ -367,7 +568,10 @@ test('한국어: the toggle switches every text without a request, the numbers i
   assert.deepEqual(await numbers(), english, 'every number and its text the same in Korean');
   for (const sel of ['#tokens-view h2', '#prediction-view h2', '#grid-view h2', '#head-title', '#notation-text',
     '#scores-text', '#softmax-view h2', '#softmax-view .explain', '#sm-source', '#status', '#model-summary',
-    '#matrix-scores-label', '#run', '#seed', '#readout', 'legend'])
+    '#matrix-scores-label', '#run', '#seed', '#readout', 'legend',
+    '#attribution-view h2', '#attribution-view .explain', '#attribution .att-what', '#attribution .att-parts .bar-label',
+    '#attribution h4', '#att-apply', '#lens-view h2', '#lens-view .explain', '#lens-final', '#lens .lens-row th',
+    '#lens .lens-where', '#qkv-title', '#qkv-view .explain', '#qkv h4', '#qkv .qkv-embed', '#qkv-readout'])
     assert.match(await page.textContent(sel), HANGUL, `${sel} in Korean`);
   for (const [key, text] of await page.$$eval('[data-i18n]', (els) => els.map((e) => [e.dataset.i18n, e.textContent])))
     if (HANGUL.test(TEXTS.ko[key])) assert.match(text, HANGUL, `[data-i18n=${key}]`);
@@ -388,6 +592,8 @@ test('한국어: the toggle switches every text without a request, the numbers i
   assert.ok(used.some((f) => /Noto Sans CJK KR/.test(f.familyName) && f.glyphCount > 0), JSON.stringify(used));
   await cdp.detach();
   await shot('10-korean');
+  for (const v of ['attribution', 'lens', 'qkv'])
+    await page.locator(`#${v}-view`).screenshot({ path: path.join(artifacts, `10-korean-${v}.png`) });
   // Remembered across a reload.
   await page.reload();  // a fresh document: its first run counts from 1 again
   await page.waitForFunction(() => document.body.dataset.ready && document.body.dataset.ready === document.body.dataset.pending);
@@ -455,6 +661,11 @@ test('the seed\'s two prompts side by side', async () => {
   const shift = await page.$$eval('#shift tr[data-id]', (els) => els.map((e) => [Number(e.dataset.id), Number(e.dataset.value)]));
   assert.deepEqual(shift, want.compare.shift.map((s) => [s.id, s.delta]));
   await shot('06-compare-seed');
+  // The attribution of both decisions side by side, each its own prompt's.
+  await checkAttribution('#attribution .att-block[data-side="prompt"]', want.attribution, 'the first prompt');
+  await checkAttribution('#attribution .att-block[data-side="compare"]', want.compare.attribution, 'the second prompt');
+  assert.equal(await page.textContent('#attribution .att-block[data-side="compare"] h3'), `“${want.compare.prompt}”`);
+  await page.locator('#attribution-view').screenshot({ path: path.join(artifacts, '18-attribution-compare.png') });
 });
 
 test('large models: summary first, one head\'s matrices when its tile is clicked', async () => {
@@ -540,4 +751,154 @@ test('generation: the step slider shows each step\'s attention, prediction and a
   await settled(() => page.click('#run'));
   assert.ok(!(await page.isVisible('#steps-view')));
   assert.deepEqual(page.failures.filter((f) => !f.includes('/api/')), []);
+});
+
+// A prompt of exactly n tokens (the tiny model's byte-level vocabulary: about a token a character).
+async function promptOf(n) {
+  const source = 'Cash or credit card? I have a lot of the other thing, and then the rest. ';
+  let s = '';
+  for (let k = 0; k < 20 * n; ++k) {
+    s += source[k % source.length];
+    const { count } = await api('/api/tokenize', { prompt: s });
+    if (count === n) return s;
+    assert.ok(count < n, 'one character adds at most one token');
+  }
+  throw new Error(`no prompt of ${n} tokens`);
+}
+
+// Every cell's colour on a matrix canvas: the pixel at each cell's centre.
+const canvasCells = (p, sel) => p.$eval(sel, (c) => {
+  const px = Number(c.dataset.px), py = Number(c.dataset.py), rows = Number(c.dataset.rows), cols = Number(c.dataset.cols);
+  const data = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+  const cells = [];
+  for (let r = 0; r < rows; ++r) {
+    const row = [];
+    for (let k = 0; k < cols; ++k) {
+      const o = 4 * ((r * py + (py >> 1)) * c.width + k * px + (px >> 1));
+      row.push([data[o], data[o + 1], data[o + 2]]);
+    }
+    cells.push(row);
+  }
+  return { px, py, rows, cols, maxAbs: Number(c.dataset.maxAbs), transposed: c.dataset.transposed, cells };
+});
+const MASKED = ['215,215,215', '238,238,238'];  // the canvas's hatching (web/util.js maskedRGB)
+
+test('a long prompt (the whole context): heatmap and Q/K/V strips on canvases, every cell the API\'s number', async () => {
+  const T = model.n_positions;
+  const long = await promptOf(T);
+  const p2 = await browser.newPage();
+  const requests = [];
+  p2.on('request', (r) => { if (new URL(r.url()).pathname.startsWith('/api/')) requests.push(r.url()); });
+  const errors = [];
+  p2.on('pageerror', (e) => errors.push(e.message));
+  // ?canvas=32: the canvas path above 32 tokens (64 by default; the tiny model's context is 48).
+  await p2.goto(base + '/?summary&canvas=32');
+  const ready = () => p2.waitForFunction(() => document.body.dataset.ready && document.body.dataset.ready === document.body.dataset.pending);
+  await ready();
+  const before = await p2.evaluate(() => document.body.dataset.ready);
+  await p2.fill('#prompt', long);
+  await p2.click('#run');
+  await p2.waitForFunction((b) => document.body.dataset.ready !== b && document.body.dataset.ready === document.body.dataset.pending, before);
+  assert.equal(await p2.$$eval('#tokens .token', (els) => els.length), T);
+  const L = Number(await p2.getAttribute('#grid .tile.selected', 'data-layer'));
+  const H = Number(await p2.getAttribute('#grid .tile.selected', 'data-head'));
+  const hd = (await api('/api/explain', plain({ prompt: long, layer: L, head: H, matrices: undefined }))).layers[0].heads[0];
+  // No table cells: one canvas, T × T, each cell the colour of the API's weight (masked: hatched).
+  assert.equal(await p2.$$eval('#heatmap td', (els) => els.length), 0);
+  const check = async (kind, transposed) => {
+    const got = await canvasCells(p2, '#heatmap canvas.heatmap-canvas');
+    assert.equal(got.rows, T);
+    assert.equal(got.cols, T);
+    assert.equal(got.transposed, String(transposed));
+    let maxAbs = 0;
+    for (const row of hd[kind]) for (const x of row) if (x !== null) maxAbs = Math.max(maxAbs, Math.abs(x));
+    if (kind !== 'weights') assert.equal(got.maxAbs, maxAbs);
+    for (let r = 0; r < T; ++r) for (let c = 0; c < T; ++c) {
+      const [q, k] = transposed ? [c, r] : [r, c];
+      const x = hd[kind][q][k];
+      const colour = got.cells[r][c].join(',');
+      if (!hd.mask[q][k]) assert.ok(MASKED.includes(colour), `${kind} masked at ${r},${c}: ${colour}`);
+      else assert.equal(colour, (kind === 'weights' ? weightRGB(x) : divergingRGB(x, maxAbs)).join(','), `${kind} at ${r},${c}`);
+    }
+    return got.px;
+  };
+  const px = await check('weights', false);
+  await p2.check('input[name=matrix][value=scores]');
+  await check('scores', false);
+  await p2.check('input[name=matrix][value=weights]');
+  // Hovering a cell: its three numbers in the readout.
+  const [q, k] = [T - 1, 5];
+  await p2.hover('#heatmap canvas', { position: { x: k * px + px / 2, y: q * px + px / 2 } });
+  const r = await p2.$eval('#readout', (e) => ({ ...e.dataset }));
+  assert.deepEqual([Number(r.query), Number(r.key), Number(r.score), Number(r.weight)], [q, k, hd.scores[q][k], hd.weights[q][k]]);
+  assert.ok(await p2.isVisible('#tooltip'));
+  // The last token's bars: the 24 keys it weighs most (in order), not a row per token.
+  const last = await p2.$$eval('#last-token .bar-row', (els) => els.map((e) => [Number(e.dataset.index), Number(e.dataset.value)]));
+  const top = hd.last_token.weights.map((w, j) => j).sort((a, b) => hd.last_token.weights[b] - hd.last_token.weights[a] || a - b)
+    .slice(0, 24).sort((a, b) => a - b);
+  assert.deepEqual(last, top.map((j) => [j, hd.last_token.weights[j]]));
+  assert.ok(await p2.isVisible('#last-token-some'));
+  // The Q/K/V strips: K, the products and V as canvases for the last query.
+  assert.equal(await p2.getAttribute('#qkv', 'data-path'), 'canvas');
+  assert.equal(await p2.getAttribute('#qkv', 'data-query'), String(T - 1));
+  assert.equal(await p2.$$eval('#qkv .strips[data-kind="k"], #qkv .strips[data-kind="prod"]', (els) => els.length), 0);
+  const i = T - 1, D = model.head_dim;
+  const prods = hd.k.map((kk, j) => (hd.mask[i][j] ? hd.q[i].map((x, d) => x * kk[d]) : null));
+  const checkStrips = async (transposed) => {
+    for (const [kind, value] of [['k', (j, d) => hd.k[j][d]], ['v', (j, d) => hd.v[j][d]], ['prod', (j, d) => (prods[j] ? prods[j][d] : null)]]) {
+      const got = await canvasCells(p2, `#qkv canvas[data-kind="${kind}"]`);
+      assert.deepEqual([got.rows, got.cols], transposed ? [D, T] : [T, D], kind);
+      let maxAbs = 0;
+      for (let j = 0; j < T; ++j) for (let d = 0; d < D; ++d) if (value(j, d) !== null) maxAbs = Math.max(maxAbs, Math.abs(value(j, d)));
+      assert.equal(got.maxAbs, maxAbs, kind);
+      for (let j = 0; j < T; ++j) for (let d = 0; d < D; ++d) {
+        const colour = (transposed ? got.cells[d][j] : got.cells[j][d]).join(',');
+        const x = value(j, d);
+        if (x === null) assert.ok(MASKED.includes(colour), `${kind} masked at ${j},${d}`);
+        else assert.equal(colour, divergingRGB(x, maxAbs).join(','), `${kind} at key ${j}, dim ${d}`);
+      }
+    }
+  };
+  const checkSums = async (transposed) => {
+    const sums = prods.map((p) => (p ? p.reduce((a, x) => a + x, 0) : null));
+    const got = await canvasCells(p2, '#qkv canvas[data-kind="sum"]');
+    assert.deepEqual([got.rows, got.cols], transposed ? [1, T] : [T, 1]);
+    const maxAbs = Math.max(...sums.filter((x) => x !== null).map(Math.abs));
+    assert.equal(got.maxAbs, maxAbs);
+    sums.forEach((x, j) => {
+      const colour = (transposed ? got.cells[0][j] : got.cells[j][0]).join(',');
+      if (x === null) assert.ok(MASKED.includes(colour));
+      else assert.equal(colour, divergingRGB(x, maxAbs).join(','), `Σ of key ${j}`);
+    });
+  };
+  await checkStrips(false);
+  await checkSums(false);
+  const spx = Number(await p2.getAttribute('#qkv canvas[data-kind="prod"]', 'data-px'));
+  const spy = Number(await p2.getAttribute('#qkv canvas[data-kind="prod"]', 'data-py'));
+  await p2.hover('#qkv canvas[data-kind="prod"]', { position: { x: 3 * spx + spx / 2, y: 7 * spy + spy / 2 } });  // key 7, dim 3
+  const s = await p2.$eval('#qkv-readout', (e) => ({ ...e.dataset }));
+  assert.deepEqual([Number(s.key), Number(s.d), Number(s.value), Number(s.sum), Number(s.score)],
+    [7, 3, hd.q[i][3] * hd.k[7][3], prods[7].reduce((a, x) => a + x, 0), hd.scores[i][7]]);
+  assert.ok(Math.abs(Number(s.sum) - hd.scores[i][7]) <= 1e-5 * Math.max(1, prods[7].reduce((a, x) => a + Math.abs(x), 0)));
+  await p2.screenshot({ path: path.join(artifacts, '19-long-prompt-canvas.png'), fullPage: true });
+  // 3b1b: the same canvases transposed, no request.
+  const sent = requests.length;
+  await p2.check('input[name=notation][value="3b1b"]');
+  await check('weights', true);
+  await checkStrips(true);
+  await checkSums(true);
+  assert.equal(requests.length, sent, 'switching notation on the canvas path sends no request');
+  await p2.locator('#head-view').screenshot({ path: path.join(artifacts, '20-long-prompt-3b1b.png') });
+  await p2.check('input[name=notation][value=paper]');
+  // Another head: its matrices on demand (the summary path), drawn on the canvas too.
+  const L2 = model.n_layer - 1, H2 = model.n_head - 2;
+  await p2.click(`#grid .tile[data-layer="${L2}"][data-head="${H2}"]`);
+  await p2.waitForFunction((want) => document.body.dataset.head === want, `${L2}/${H2}`);
+  assert.equal(requests.length, sent + 1, 'one request: the head\'s matrices');
+  assert.equal(await p2.$$eval('#heatmap canvas.heatmap-canvas', (els) => els.length), 1);
+  assert.equal(await p2.getAttribute('#qkv', 'data-head'), String(H2));
+  // The page stays small: no DOM cell per number anywhere.
+  assert.ok(await p2.evaluate(() => document.querySelectorAll('*').length) < 5000);
+  assert.deepEqual(errors, []);
+  await p2.close();
 });
