@@ -215,6 +215,24 @@ def make(outdir):
                                      "vocab_size": vocab})
     with open(os.path.join(outdir, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1)
+    make_long_context(os.path.join(outdir, LONG_CONTEXT["name"]))
+
+
+# A tiny model with GPT-2's context of 1024 positions, for the explorer page's long-prompt test
+# (not in the manifest: no reference logits).
+LONG_CONTEXT = dict(name="long_context", cfg=dict(n_layer=2, n_head=4, n_embd=32, n_positions=1024,
+                                                  layer_norm_epsilon=1e-5, activation_function="gelu_new",
+                                                  n_inner=None))
+
+
+def make_long_context(d):
+    os.makedirs(d, exist_ok=True)
+    vocab = tiny_tokenizer(d)
+    cfg = dict(LONG_CONTEXT["cfg"], vocab_size=vocab, model_type="gpt2", n_ctx=LONG_CONTEXT["cfg"]["n_positions"])
+    w = random_weights(cfg, seed=4321)
+    write_safetensors(os.path.join(d, "model.safetensors"), list(w.items()), "F32")
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2)
 
 def load_variant(root, name):
     """A fixture written by this script: (its directory, config, the weights as stored, i.e. after

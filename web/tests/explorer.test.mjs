@@ -902,3 +902,97 @@ test('a long prompt (the whole context): heatmap and Q/K/V strips on canvases, e
   assert.deepEqual(errors, []);
   await p2.close();
 });
+
+// GPT-2's context: a tiny model with 1024 positions (tests/model/tiny_gpt2.py "long_context"),
+// its own server. The page at its defaults (canvas above 64 tokens; the summary first when the
+// full answer is too big), a 1024-token prompt: it renders, the heatmap is one 1024 × 1024
+// canvas whose sampled cells are the API's weights, the Q/K/V strips are canvases, and the page
+// stays small. The time from the click to the render goes to the artifacts (1024-tokens.json).
+test('a 1024-token prompt on a 1024-position model renders on canvases without freezing', async () => {
+  const dir = path.join(path.dirname(env('JOMOIM_TEST_MODEL')), 'long_context');
+  const srv = spawn(env('JOMOIM_EXE'), ['serve', '--model', dir, '--port', '0', '--assets', env('JOMOIM_WEB_ASSETS'),
+    '--max-prompt-bytes', '100000'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  try {
+    const base2 = await new Promise((resolve, reject) => {
+      let out = '';
+      srv.stdout.on('data', (d) => {
+        out += d;
+        const m = out.match(/http:\/\/127\.0\.0\.1:\d+\//);
+        if (m) resolve(m[0].replace(/\/$/, ''));
+      });
+      srv.on('exit', (code) => reject(new Error(`jomoim serve exited with ${code}: ${out}`)));
+    });
+    const post = async (route, body) => {
+      const res = await fetch(base2 + route, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
+      const json = await res.json();
+      assert.equal(res.status, 200, JSON.stringify(json));
+      return json;
+    };
+    // 1024 tokens: the longest prefix of a repeated sentence that encodes to 1024 (binary search).
+    const unit = 'Cash or credit card? I have a lot of the other thing, and then the rest. ';
+    const text = unit.repeat(60);
+    const count = async (n) => (await post('/api/tokenize', { prompt: text.slice(0, n) })).count;
+    let lo = 0, hi = text.length;
+    while (lo < hi) {
+      const mid = (lo + hi + 1) >> 1;
+      if (await count(mid) <= 1024) lo = mid; else hi = mid - 1;
+    }
+    const prompt = text.slice(0, lo);
+    assert.equal(await count(lo), 1024);
+    const p2 = await browser.newPage();
+    const errors = [];
+    p2.on('pageerror', (e) => errors.push(e.message));
+    await p2.goto(base2 + '/');
+    await p2.waitForFunction(() => document.body.dataset.ready && document.body.dataset.ready === document.body.dataset.pending);
+    const before = await p2.evaluate(() => document.body.dataset.ready);
+    await p2.fill('#prompt', prompt);
+    const t0 = Date.now();
+    await p2.click('#run');
+    await p2.waitForFunction((b) => document.body.dataset.ready !== b && document.body.dataset.ready === document.body.dataset.pending,
+      before, { timeout: 120000 });
+    const ms = Date.now() - t0;
+    assert.equal(await p2.$eval('#error', (e) => (e.hidden ? '' : e.textContent)), '');
+    assert.equal(await p2.$$eval('#tokens .token', (els) => els.length), 1024);
+    // Responsive: a frame comes within a second of the render.
+    const f0 = Date.now();
+    await p2.evaluate(() => new Promise((r) => requestAnimationFrame(() => r())));
+    const frame = Date.now() - f0;
+    assert.ok(frame < 1000, `next frame after ${frame} ms`);
+    const L = Number(await p2.getAttribute('#grid .tile.selected', 'data-layer'));
+    const H = Number(await p2.getAttribute('#grid .tile.selected', 'data-head'));
+    const hd = (await post('/api/explain', { prompt, layer: L, head: H, top: 10 })).layers[0].heads[0];
+    assert.equal(await p2.$$eval('#heatmap td', (els) => els.length), 0);
+    // Sampled cells (every diagonal, the last row, 2000 pseudo-random pairs) read back from the canvas.
+    const picks = [];
+    for (let i = 0; i < 1024; ++i) picks.push([i, i], [1023, i]);
+    let s = 12345;
+    for (let n = 0; n < 2000; ++n) {
+      s = (s * 1103515245 + 12345) % 2147483648;
+      const r = s % 1024;
+      s = (s * 1103515245 + 12345) % 2147483648;
+      picks.push([r, s % 1024]);
+    }
+    const got = await p2.$eval('#heatmap canvas.heatmap-canvas', (c, picks) => {
+      const px = Number(c.dataset.px), py = Number(c.dataset.py);
+      const data = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+      return { rows: Number(c.dataset.rows), cols: Number(c.dataset.cols), cells: picks.map(([r, k]) => {
+        const o = 4 * ((r * py + (py >> 1)) * c.width + k * px + (px >> 1));
+        return [data[o], data[o + 1], data[o + 2]].join(',');
+      }) };
+    }, picks);
+    assert.deepEqual([got.rows, got.cols], [1024, 1024]);
+    picks.forEach(([q, k], n) => {
+      if (!hd.mask[q][k]) assert.ok(MASKED.includes(got.cells[n]), `masked at ${q},${k}: ${got.cells[n]}`);
+      else assert.equal(got.cells[n], weightRGB(hd.weights[q][k]).join(','), `weight at ${q},${k}`);
+    });
+    assert.equal(await p2.getAttribute('#qkv', 'data-path'), 'canvas');
+    assert.ok(await p2.evaluate(() => document.querySelectorAll('*').length) < 20000, 'the page stays small');
+    await p2.screenshot({ path: path.join(artifacts, '21-1024-tokens.png') });
+    await p2.locator('#head-view').screenshot({ path: path.join(artifacts, '22-1024-tokens-head.png') });
+    fs.writeFileSync(path.join(artifacts, '1024-tokens.json'), JSON.stringify({ tokens: 1024, click_to_render_ms: ms, next_frame_ms: frame }) + '\n');
+    assert.deepEqual(errors, []);
+    await p2.close();
+  } finally {
+    srv.kill('SIGINT');
+  }
+});
