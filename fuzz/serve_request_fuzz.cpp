@@ -5,7 +5,9 @@
 // 400 or 413) with a one-line message. A crash, a sanitizer report, an exception of another
 // type (nlohmann's type_error from reading a field as the wrong type, std::bad_alloc) or an
 // accepted value outside its range is a bug. The first input byte picks the model shape and
-// which parser runs, so small models' limits (top capped by a 10-token vocabulary) are hit too.
+// which parser runs (bit 8: embedding, bit 4: tokenize, else explain), so small models' limits (top capped by a
+// 10-token vocabulary) are hit too.
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -35,6 +37,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const jomoim::serve::ModelShape shapes[4] = {{2, 4, 48, 270}, {1, 1, 1, 10}, {12, 12, 1024, 50257}, {3, 2, 40, 300}};
   const jomoim::serve::ModelShape& s = shapes[mode & 3];
   try {
+    if (mode & 8) {
+      const jomoim::serve::EmbeddingRequest r = jomoim::serve::parse_embedding_request(body, s, limits);
+      if (r.prompt.size() > limits.max_prompt_bytes) __builtin_trap();
+      if (r.index < 0 || r.index >= std::max(1, s.n_positions)) __builtin_trap();
+      return 0;
+    }
     if (mode & 4) {
       const std::string prompt = jomoim::serve::parse_tokenize_request(body, limits);
       if (prompt.size() > limits.max_prompt_bytes) __builtin_trap();

@@ -82,6 +82,10 @@ export function renderQKV(onQuery) {
     el('span', { text: ', ‖wpe‖ = ' }), norm('pos-norm', tok.position_embedding_norm),
     el('span', { text: ', ‖E‖ = ‖wte + wpe‖ = ' }), norm('emb-norm', tok.embedding_norm),
     el('span', { class: 'muted', text: ' ' + T(layer === 0 ? 'qkv.input0' : 'qkv.inputL', layer) })));
+  // Its vectors (the rows of wte and wpe): one cheap request per token, kept for the page's life.
+  const ebox = el('div', { class: 'qkv-e', 'data-query': String(i) });
+  box.append(ebox);
+  renderEmbedding(ebox, d.prompt, i, cols);
   const label = (name, j) => `${name}${sub(j)} ${visible(d.tokens[j].text)}`;
   const qMax = maxAbsOf(hd.q[i]);
   box.append(el('h4', { text: T('qkv.q', sub(i)) }),
@@ -135,6 +139,54 @@ export function renderQKV(onQuery) {
       figure('Σ', canvas('sum', maxAbsOf(sums), (j) => sums[j], 1)),
       figure(T('qkv.v'), canvas('v', vMax, (j, dd) => hd.v[j][dd]))));
   }
+}
+
+// E_i's token part, position part and sum as three strips (rows in the paper's notation,
+// columns in 3Blue1Brown's): DOM cells up to 64 dimensions, a canvas beyond. The answers of
+// POST /api/embedding are cached by (prompt, index), so switching notation asks nothing.
+const embeddings = new Map();
+async function renderEmbedding(box, prompt, i, cols) {
+  const key = `${i}\u0000${prompt}`;
+  let e = embeddings.get(key);
+  if (!e) {
+    try {
+      const res = await fetch('/api/embedding', { method: 'POST', headers: { 'Content-Type': 'application/json' },
+        body: JSON.stringify({ prompt, index: i }) });
+      e = await res.json();
+      if (!res.ok) throw new Error(e.error || `HTTP ${res.status}`);
+      embeddings.set(key, e);
+    } catch (err) {
+      box.append(el('p', { class: 'muted', text: String(err.message || err) }));
+      box.dataset.ready = 'error';
+      return;
+    }
+  }
+  if (!box.isConnected) return;  // the view was redrawn meanwhile
+  const C = e.embedding.length;
+  const parts = [['wte', T('qkv.e.token'), e.token_embedding], ['wpe', T('qkv.e.position'), e.position_embedding],
+    ['e', `E${sub(i)}`, e.embedding]];
+  const maxAbs = maxAbsOf(parts.map((p) => p[2]));
+  box.append(el('h4', { text: T('qkv.e.title', sub(i)) }));
+  if (C <= 64) {
+    box.append(strips('e', parts.map(([kind, label, v]) => ({ label, attrs: { 'data-part': kind },
+      cells: v.map((value) => ({ value })) })), maxAbs, cols, C));
+  } else {
+    const dimPx = Math.max(1, Math.min(4, Math.floor(768 / C)));
+    box.append(matrixCanvas({
+      rows: cols ? C : 3, cols: cols ? 3 : C,
+      rgb: (r, c) => divergingRGB(cols ? parts[c][2][r] : parts[r][2][c], maxAbs),
+      onHover: (r, c) => {
+        const [p, dd] = cols ? [c, r] : [r, c];
+        const rd = $('#qkv-readout');
+        for (const k of Object.keys(rd.dataset)) delete rd.dataset[k];
+        rd.dataset.kind = parts[p][0]; rd.dataset.d = String(dd); rd.dataset.value = String(parts[p][2][dd]);
+        rd.textContent = T('qkv.readout.vec', parts[p][1], dd, fmt(parts[p][2][dd]));
+      },
+      attrs: { class: 'matrix-canvas qkv-canvas', 'data-kind': 'e', 'data-transposed': String(cols), 'data-max-abs': String(maxAbs) },
+      ...(cols ? { px: 12, py: dimPx } : { px: dimPx, py: 12 }),
+    }));
+  }
+  box.dataset.ready = '1';
 }
 
 // The hovered cell's numbers: a K or V entry, or one product with the sum of its row.

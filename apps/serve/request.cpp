@@ -158,4 +158,16 @@ std::string parse_tokenize_request(std::string_view body, const RequestLimits& l
   return get_prompt(j, "prompt", limits);
 }
 
+EmbeddingRequest parse_embedding_request(std::string_view body, const ModelShape& shape, const RequestLimits& limits) {
+  const json j = parse_object(body, limits);
+  for (const auto& [key, value] : j.items())
+    if (key != "prompt" && key != "index") refuse("unknown field " + quoted(key) + " (known: prompt, index)");
+  if (!j.contains("prompt")) refuse("the field \"prompt\" is required");
+  if (!j.contains("index") || j["index"].is_null()) refuse("the field \"index\" is required");
+  EmbeddingRequest r;
+  r.prompt = get_prompt(j, "prompt", limits);
+  r.index = get_int(j["index"], "\"index\"", 0, std::max(0, shape.n_positions - 1), "a token of the prompt");
+  return r;
+}
+
 }  // namespace jomoim::serve

@@ -15,6 +15,7 @@
 // explained step by step ("steps"), sampled as `jomoim generate` with the other five, greedy by
 // default, a fresh seed when none is given; docs/explain.md.)
 // POST /api/tokenize body: {"prompt": "..."}.
+// POST /api/embedding body: {"prompt": "...", "index": 3}: the embedding E_i of token i.
 //
 // Errors: RequestError (a jomoim::Error) with a one-line message naming the field and the
 // limit; its status() is the HTTP status to answer with (400, or 413 for a body over the limit).
@@ -71,5 +72,15 @@ ExplainRequest parse_explain_request(std::string_view body, const ModelShape& sh
 
 // {"prompt": "..."} -> the prompt. The same refusals for the body and the prompt.
 std::string parse_tokenize_request(std::string_view body, const RequestLimits& limits = {});
+
+// {"prompt": "...", "index": i} -> both. The same refusals for the body and the prompt; "index"
+// is required, an integer in 0..n_positions - 1 (the server checks it against the prompt's
+// tokens).
+struct EmbeddingRequest {
+  std::string prompt;
+  int index = 0;
+};
+EmbeddingRequest parse_embedding_request(std::string_view body, const ModelShape& shape,
+                                         const RequestLimits& limits = {});
 
 }  // namespace jomoim::serve

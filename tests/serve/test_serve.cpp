@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -185,6 +186,57 @@ TEST_F(ServeTest, TokenizeMatchesTheTokenizer) {
       EXPECT_EQ(j["tokens"][i]["index"], i);
       EXPECT_EQ(j["tokens"][i]["token"], tokenizer_->token_string(ids[i]));
     }
+  }
+}
+
+// E_i: the rows of wte and wpe the pass adds (explain's trace records the same rows), exact.
+TEST_F(ServeTest, EmbeddingIsTheTracedTokenAndPositionRows) {
+  for (const std::string prompt : {"I have a lot", ""}) {
+    const json want = direct(prompt);
+    const int T = static_cast<int>(want["tokens"].size());
+    const auto ids = prompt.empty() ? std::vector<std::int32_t>{*tokenizer_->eos_id()} : tokenizer_->encode(prompt);
+    jomoim::KvCache cache(model_->config(), T);
+    jomoim::ForwardTrace tr;
+    jomoim::ForwardOptions fo;
+    fo.trace = &tr;
+    model_->forward(ids, cache, fo);
+    const int C = model_->config().n_embd;
+    for (int i = 0; i < T; ++i) {
+      auto r = post("/api/embedding", json{{"prompt", prompt}, {"index", i}}.dump());
+      ASSERT_TRUE(r);
+      ASSERT_EQ(r->status, 200) << r->body;
+      const json j = json::parse(r->body);
+      EXPECT_EQ(j["index"], i);
+      EXPECT_EQ(j["id"], want["tokens"][i]["id"]);
+      EXPECT_EQ(j["text"], want["tokens"][i]["text"]);
+      ASSERT_EQ(j["token_embedding"].size(), static_cast<std::size_t>(C));
+      double tn = 0, pn = 0, en = 0;
+      for (int c = 0; c < C; ++c) {
+        const float te = j["token_embedding"][c].get<float>(), pe = j["position_embedding"][c].get<float>();
+        ASSERT_EQ(te, tr.token_embedding[static_cast<std::size_t>(i) * C + c]);
+        ASSERT_EQ(pe, tr.position_embedding[static_cast<std::size_t>(i) * C + c]);
+        ASSERT_EQ(j["embedding"][c].get<float>(), te + pe);
+        tn += double(te) * te;
+        pn += double(pe) * pe;
+        en += double(te + pe) * (te + pe);
+      }
+      EXPECT_NEAR(std::sqrt(tn), want["tokens"][i]["token_embedding_norm"].get<double>(), 1e-9);
+      EXPECT_NEAR(std::sqrt(pn), want["tokens"][i]["position_embedding_norm"].get<double>(), 1e-9);
+      EXPECT_NEAR(std::sqrt(en), want["tokens"][i]["embedding_norm"].get<double>(), 1e-9);
+    }
+  }
+  for (const auto& [body, needle] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"prompt": "I have a lot", "index": 4})", "past the prompt's 4 tokens"},
+           {R"({"prompt": "I have a lot"})", "\"index\" is required"},
+           {R"({"prompt": "I have a lot", "index": -1})", "index"},
+           {R"({"prompt": "I have a lot", "index": 1.5})", "must be an integer"},
+           {R"({"prompt": "I have a lot", "index": 0, "layer": 1})", "unknown field \"layer\""},
+           {R"({"index": 0})", "\"prompt\" is required"},
+           {R"([1])", ""}}) {
+    auto r = post("/api/embedding", body);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 400) << body;
+    EXPECT_NE(json::parse(r->body)["error"].get<std::string>().find(needle), std::string::npos) << r->body;
   }
 }
 

@@ -424,9 +424,19 @@ test('Q, K and V strips: the selected head\'s vectors, Q_i·K_j taken apart dime
     }
     assert.equal(sum === null, j > i, 'the causal mask');
   }
-  // E_i: the norms the API gives.
+  // E_i: the norms the API gives, and its vectors (POST /api/embedding) as three strips.
   for (const [cls, k] of [['tok-norm', 'token_embedding_norm'], ['pos-norm', 'position_embedding_norm'], ['emb-norm', 'embedding_norm']])
     assert.equal(Number(await page.getAttribute(`#qkv .qkv-embed .${cls}`, 'data-value')), want.tokens[i][k], k);
+  await page.waitForSelector(`#qkv .qkv-e[data-query="${i}"][data-ready="1"]`);
+  const emb = await api('/api/embedding', { prompt: 'I have a lot', index: i });
+  const ecells = (await strips()).e.cells;
+  const C = model.n_embd;
+  assert.equal(ecells.length, 3 * C);
+  assert.deepEqual(ecells.map(([r, d, v]) => [r, d, num(v)]),
+    [emb.token_embedding, emb.position_embedding, emb.embedding].flatMap((v, r) => v.map((x, d) => [r, d, x])), 'E_i strips');
+  const norm = (v) => Math.sqrt(v.reduce((a, x) => a + x * x, 0));
+  assert.ok(Math.abs(norm(emb.token_embedding) - want.tokens[i].token_embedding_norm) < 1e-6);
+  assert.ok(Math.abs(norm(emb.position_embedding) - want.tokens[i].position_embedding_norm) < 1e-6);
   // Hovering a product: the readout's numbers.
   await page.hover(`#qkv .strips[data-kind="prod"] .cell[data-row="1"][data-d="3"]`);
   const r = await page.$eval('#qkv-readout', (e) => ({ ...e.dataset, text: e.textContent }));
@@ -446,7 +456,9 @@ test('Q, K and V strips: the selected head\'s vectors, Q_i·K_j taken apart dime
   }
   await page.locator('#qkv-view').screenshot({ path: path.join(artifacts, '16-qkv-strips-3b1b.png') });
   await page.check('input[name=notation][value=paper]');
-  assert.equal(page.apiRequests.length, before, 'choosing the query and the notation sends no request');
+  // Only E_i's lookup (once per token, kept): no explain request; the notation sends nothing.
+  const sent = page.apiRequests.slice(before);
+  assert.deepEqual(sent.map((u) => new URL(u).pathname), ['/api/embedding'], 'choosing the query asks only for E_i, once');
   await page.selectOption('#qkv-query', String(T - 1));
 });
 
