@@ -3,10 +3,9 @@
 # Debian packages, checksummed), then `jomoim train` with the configuration recorded in
 # models/default/README.md, then the model card's measurements (scripts/model_card.py).
 #
-#   scripts/train-default-model.sh            train from scratch
-#   scripts/train-default-model.sh --resume   continue an interrupted run (same options)
+#   scripts/train-default-model.sh            train (or continue an interrupted run)
 #
-# The run lives in build/default-model/ (a checkpoint every 500 steps; Ctrl-C saves and stops);
+# The run lives in build/default-model/ (Ctrl-C saves and stops; rerun to continue);
 # when it finishes, its model files are copied into models/default/. About 75-90 minutes on
 # this project's 2-core Zen 5 machine (bf16 products where the CPU has AVX512_BF16).
 set -euo pipefail
@@ -15,13 +14,25 @@ bash scripts/setup.sh
 bash scripts/build.sh release
 bash scripts/make-corpus.sh
 
-echo "== training"
-build/release/jomoim train --data data/corpus/out/train.txt --val-data data/corpus/out/heldout.txt \
-  --documents eot --out build/default-model \
-  --vocab-size 8192 --layers 4 --heads 4 --embd 256 --context 256 \
-  --batch 16 --seq 256 --steps 12000 --lr 1e-3 --min-lr 1e-4 --warmup 200 \
-  --weight-decay 0.1 --clip 1.0 --eval-every 500 --eval-batches 16 \
-  --save-every 500 --seed 1 --threads 2 "$@"
+# Two phases, one run (one cosine schedule over 12,000 steps): steps 1-7,030 on the corpus as it
+# is (--stop-at 7030), then, resumed from that checkpoint, steps 7,031-12,000 on its "echo"
+# version (scripts/corpus/echo.py: every third passage said twice), where in-context copying
+# pays off (induction heads; see models/default/README.md).
+TRAIN=(build/release/jomoim train --val-data data/corpus/out/heldout.txt
+  --documents eot --out build/default-model
+  --vocab-size 8192 --layers 4 --heads 4 --embd 256 --context 256
+  --batch 16 --seq 256 --steps 12000 --lr 1e-3 --min-lr 1e-4 --warmup 200
+  --weight-decay 0.1 --clip 1.0 --eval-every 500 --eval-batches 16
+  --save-every 500 --seed 1 --threads 2)
+/usr/bin/python3 scripts/corpus/echo.py data/corpus/out/train.txt data/corpus/out/train-echo.txt
+step_of() { /usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["step"])' build/default-model/trainer.json 2>/dev/null || echo 0; }
+resume=(); [ -f build/default-model/trainer.json ] && resume=(--resume)
+if [ "$(step_of)" -lt 7030 ]; then
+  echo "== training, phase 1 (to step 7030): data/corpus/out/train.txt"
+  "${TRAIN[@]}" --data data/corpus/out/train.txt --stop-at 7030 "${resume[@]}" "$@"
+fi
+echo "== training, phase 2 (to step 12000): data/corpus/out/train-echo.txt"
+"${TRAIN[@]}" --data data/corpus/out/train-echo.txt --resume "$@"
 
 mkdir -p models/default
 cp build/default-model/{config.json,model.safetensors,vocab.json,merges.txt,trainer.json} models/default/

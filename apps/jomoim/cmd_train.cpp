@@ -184,6 +184,10 @@ void add_train_command(CLI::App& app) {
   sub->add_option("--log-every", a->log_every, "steps between progress lines when stderr is not a terminal")
       ->capture_default_str();
   sub->add_flag("--resume", o.resume, "continue the run saved in --out");
+  sub->add_option("--stop-at", o.stop_at,
+                  "save and stop after this step (the schedule still runs to --steps; continue with --resume, "
+                  "e.g. on other --data); 0: off")
+      ->capture_default_str();
   sub->callback([a] { run_train(*a); });
 }
 

@@ -170,6 +170,7 @@ void TrainOptions::validate() const {
   need(vocab_size >= 257, "--vocab-size must be at least 257, got " + std::to_string(vocab_size));
   need(batch >= 1 && seq >= 1 && accum >= 1, "--batch, --seq and --accum must be at least 1");
   need(steps >= 1, "--steps must be at least 1");
+  need(stop_at >= 0 && stop_at <= steps, "--stop-at must be in 0..--steps (0: off)");
   need(lr > 0 && min_lr >= 0 && min_lr <= lr, "need 0 <= --min-lr <= --lr and --lr > 0");
   need(warmup >= 0, "--warmup must be >= 0");
   need(weight_decay >= 0 && clip >= 0, "--weight-decay and --clip must be >= 0");
@@ -431,7 +432,9 @@ TrainResult train_gpt(const TrainOptions& opt, const TrainCallbacks& cb) {
   };
 
   std::int64_t steps_this_run = 0;
-  while (step < opt.steps) {
+  const std::int64_t last = opt.stop_at > 0 ? opt.stop_at : opt.steps;
+  if (opt.stop_at > 0 && step >= opt.stop_at) say("already at step " + std::to_string(step) + " (--stop-at)");
+  while (step < last) {
     if (cb.stop && cb.stop->load()) {
       result.interrupted = true;
       break;
@@ -462,7 +465,7 @@ TrainResult train_gpt(const TrainOptions& opt, const TrainCallbacks& cb) {
     const double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
     const double eta = elapsed / steps_this_run * static_cast<double>(opt.steps - step);
     if (cb.step) cb.step(r, opt.steps, eta);
-    if (step % opt.save_every == 0 && step < opt.steps) {
+    if (step % opt.save_every == 0 && step < last) {
       save();
       say("checkpoint saved at step " + std::to_string(step));
     }
@@ -470,8 +473,10 @@ TrainResult train_gpt(const TrainOptions& opt, const TrainCallbacks& cb) {
   save();
   result.steps_done = step;
   result.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  say(std::string(result.interrupted ? "interrupted: " : "done: ") + "checkpoint at step " + std::to_string(step) +
-      " saved in " + opt.out.string());
+  say(std::string(result.interrupted ? "interrupted: "
+                  : step < opt.steps ? "stopped (--stop-at): "
+                                     : "done: ") +
+      "checkpoint at step " + std::to_string(step) + " saved in " + opt.out.string());
   return result;
 }
 

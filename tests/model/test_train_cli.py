@@ -85,6 +85,27 @@ class TrainCli(unittest.TestCase):
             steps = [r["step"] for r in json.load(f)["history"]]
         self.assertEqual(steps, list(range(1, second + 1)))
 
+    def test_stop_at_then_resume_equals_one_run(self):
+        # A run in two phases (--stop-at, then --resume) ends with the same weights as one run
+        # (the same data: the batches depend on the step, not on the invocation).
+        one, two = os.path.join(self.tmp.name, "one"), os.path.join(self.tmp.name, "two")
+        base = ["--data", self.data, "--steps", "8", "--save-every", "1000", *SMALL]
+        p = subprocess.run([EXE, "train", "--out", one, *base], capture_output=True, text=True)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        p = subprocess.run([EXE, "train", "--out", two, *base, "--stop-at", "3"], capture_output=True, text=True)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("stopped (--stop-at): checkpoint at step 3", p.stderr)
+        self.assertEqual(self.step_of(two), 3)
+        p = subprocess.run([EXE, "train", "--out", two, *base, "--resume"], capture_output=True, text=True)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(self.step_of(two), 8)
+        with open(os.path.join(one, "model.safetensors"), "rb") as a, open(os.path.join(two, "model.safetensors"), "rb") as b:
+            self.assertEqual(a.read(), b.read())
+        p = subprocess.run([EXE, "train", "--out", os.path.join(self.tmp.name, "bad"), *base, "--stop-at", "9"],
+                           capture_output=True, text=True)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("--stop-at must be in 0..--steps", p.stderr)
+
     def test_refusals_are_one_line(self):
         out = os.path.join(self.tmp.name, "r")
         cases = [

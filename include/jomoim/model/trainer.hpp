@@ -63,6 +63,9 @@ struct TrainOptions {
   // always multiplies in float32.
   MatmulPrecision matmul = MatmulPrecision::f32;
   bool resume = false;
+  // > 0: save and stop once this many steps are done (the schedule still runs to `steps`);
+  // a later run with resume continues. For a run in phases on different data.
+  std::int64_t stop_at = 0;
   void validate() const;
 };
 
