@@ -256,6 +256,22 @@ TEST(Gpt, TraceSelectionKeepsOnlyWhatWasAsked) {
           ASSERT_EQ(at.weights[n * T * T + i], full.layers[l].weights[static_cast<std::size_t>(want[n]) * T * T + i]);
     }
   }
+  // Only the tensors asked for: here weights and v of every head.
+  {
+    TraceSelection sel;
+    sel.q = sel.k = sel.out = false;
+    ForwardTrace tr;
+    ForwardOptions o;
+    o.trace = &tr;
+    o.trace_select = &sel;
+    KvCache c(cfg, T);
+    EXPECT_EQ(m.forward(ids, c, o), plain);
+    for (int l = 0; l < L; ++l) {
+      EXPECT_TRUE(tr.layers[l].q.empty() && tr.layers[l].k.empty() && tr.layers[l].out.empty());
+      EXPECT_EQ(tr.layers[l].weights, full.layers[l].weights);
+      EXPECT_EQ(tr.layers[l].v, full.layers[l].v);
+    }
+  }
   TraceSelection bad;
   bad.heads.assign(5, 1);
   ForwardTrace tr;

@@ -192,23 +192,27 @@ std::vector<float> GptModel::forward(std::span<const std::int32_t> ids, KvCache&
         for (int hh = 0; hh < H; ++hh)
           if (select.heads.empty() || select.heads[static_cast<std::size_t>(l) * H + hh]) at.heads.push_back(hh);
       const std::size_t nk = at.heads.size();
-      at.q.resize(nk * T * D);
-      at.k.resize(nk * Tk * D);
-      at.v.resize(nk * Tk * D);
-      at.out.resize(nk * T * D);
-      at.weights.resize(nk * T * Tk);
+      at.q.assign(select.q ? nk * T * D : 0, 0.0f);
+      at.k.assign(select.k ? nk * Tk * D : 0, 0.0f);
+      at.v.assign(select.v ? nk * Tk * D : 0, 0.0f);
+      at.out.assign(select.out ? nk * T * D : 0, 0.0f);
+      at.weights.assign(select.weights ? nk * T * Tk : 0, 0.0f);
       for (std::size_t n = 0; n < nk; ++n) {
         const int hh = at.heads[n];
         for (int t = 0; t < T; ++t) {
-          std::memcpy(&at.q[(n * T + t) * D], q.data + t * S3 + hh * D, sizeof(float) * D);
-          std::memcpy(&at.out[(n * T + t) * D], att.data() + static_cast<std::size_t>(t) * C + hh * D,
-                      sizeof(float) * D);
+          if (select.q) std::memcpy(&at.q[(n * T + t) * D], q.data + t * S3 + hh * D, sizeof(float) * D);
+          if (select.out)
+            std::memcpy(&at.out[(n * T + t) * D], att.data() + static_cast<std::size_t>(t) * C + hh * D,
+                        sizeof(float) * D);
         }
         for (int j = 0; j < Tk; ++j) {
-          std::memcpy(&at.k[(n * Tk + j) * D], kc + static_cast<std::size_t>(j) * C + hh * D, sizeof(float) * D);
-          std::memcpy(&at.v[(n * Tk + j) * D], vc + static_cast<std::size_t>(j) * C + hh * D, sizeof(float) * D);
+          if (select.k)
+            std::memcpy(&at.k[(n * Tk + j) * D], kc + static_cast<std::size_t>(j) * C + hh * D, sizeof(float) * D);
+          if (select.v)
+            std::memcpy(&at.v[(n * Tk + j) * D], vc + static_cast<std::size_t>(j) * C + hh * D, sizeof(float) * D);
         }
-        std::memcpy(&at.weights[n * T * Tk], &probs[static_cast<std::size_t>(hh) * T * Tk], sizeof(float) * T * Tk);
+        if (select.weights)
+          std::memcpy(&at.weights[n * T * Tk], &probs[static_cast<std::size_t>(hh) * T * Tk], sizeof(float) * T * Tk);
       }
     }
 

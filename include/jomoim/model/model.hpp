@@ -123,6 +123,8 @@ struct AttentionTrace {
 struct TraceSelection {
   bool matrices = true;             // false: no head keeps q, k, v, out or weights
   std::vector<std::uint8_t> heads;  // [n_layer * n_head] flags in (layer, head) order; empty: every head
+  // Which of a kept head's tensors are recorded (an unrecorded one stays empty).
+  bool q = true, k = true, v = true, out = true, weights = true;
   // Called once per layer, in order, with that layer's softmax weights of every head
   // ([n_head, T, Tk], C order, valid only during the call), whatever is kept.
   std::function<void(int layer, const float* weights)> on_weights;
