@@ -7,7 +7,7 @@
 // transpose of the answer it holds: switching notation (or language) sends no request.
 
 import { LANGS } from './i18n.js';
-import { $, fmt, quote, pct, el, transpose, weightColour, textColour } from './util.js';
+import { $, fmt, quote, pct, el, transpose, weightColour, textColour, api } from './util.js';
 import { state, T, CANVAS_ABOVE, notation, headData, selectedHead } from './state.js';
 import { heatmap, renderReadout } from './heatmap.js';
 import { initSoftmax, renderSoftmax, parseNumber } from './softmax.js';
@@ -28,14 +28,6 @@ export const FORMULA = {
 // ?summary in the URL takes that path for any model (the browser tests use it).
 const MAX_GRID_NUMBERS = new URLSearchParams(location.search).has('summary') ? 0 : 400000;
 
-async function api(path, body) {
-  const res = await fetch(path, body === undefined ? {} : {
-    method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body),
-  });
-  const json = await res.json().catch(() => ({ error: `HTTP ${res.status}` }));
-  if (!res.ok) throw new Error(json.error || `HTTP ${res.status}`);
-  return json;
-}
 
 
 // The page's own requests always ask for the paper's layout (see the top of this file).

@@ -6,7 +6,7 @@
 // tokens every cell is a DOM element with its data-value; beyond, the K, product and V blocks
 // are canvases (web/canvas.js) and the hover readout gives the numbers.
 
-import { $, fmt, quote, sub, el, divergingRGB, maxAbsOf, visible } from './util.js';
+import { $, fmt, quote, sub, el, divergingRGB, maxAbsOf, visible, api } from './util.js';
 import { state, T, CANVAS_ABOVE, notation, selectedHead } from './state.js';
 import { matrixCanvas } from './canvas.js';
 
@@ -150,10 +150,7 @@ async function renderEmbedding(box, prompt, i, cols) {
   let e = embeddings.get(key);
   if (!e) {
     try {
-      const res = await fetch('/api/embedding', { method: 'POST', headers: { 'Content-Type': 'application/json' },
-        body: JSON.stringify({ prompt, index: i }) });
-      e = await res.json();
-      if (!res.ok) throw new Error(e.error || `HTTP ${res.status}`);
+      e = await api('/api/embedding', { prompt, index: i });
       embeddings.set(key, e);
     } catch (err) {
       box.append(el('p', { class: 'muted', text: String(err.message || err) }));

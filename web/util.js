@@ -61,3 +61,13 @@ export function maxAbsOf(values) {
   for (const x of values.flat()) if (x !== null && x !== undefined) m = Math.max(m, Math.abs(x));
   return m;
 }
+
+// POST (with a body) or GET one API route; a refusal throws the server's one line.
+export async function api(path, body) {
+  const res = await fetch(path, body === undefined ? {} : {
+    method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body),
+  });
+  const json = await res.json().catch(() => ({ error: `HTTP ${res.status}` }));
+  if (!res.ok) throw new Error(json.error || `HTTP ${res.status}`);
+  return json;
+}

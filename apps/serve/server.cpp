@@ -4,7 +4,6 @@
 #include <httplib.h>
 
 #include <algorithm>
-#include <charconv>
 #include <fstream>
 #include <iterator>
 #include <semaphore>
@@ -191,36 +190,7 @@ struct ExplorerServer::Impl {
       guarded(res, [&] {
         const EmbeddingRequest r = parse_embedding_request(req.body, shape(), opt.limits);
         check_length("prompt", r.prompt);
-        const GptConfig& c = model.config();
-        const std::vector<std::int32_t> ids =
-            encode_prompt(tokenizer, r.prompt, c.n_positions, c.vocab_size, "the prompt");
-        if (r.index >= static_cast<int>(ids.size()))
-          throw RequestError(400, "\"index\" " + std::to_string(r.index) + " is past the prompt's " +
-                                      std::to_string(ids.size()) + (ids.size() == 1 ? " token" : " tokens"));
-        const std::int32_t id = ids[r.index];
-        const float* te = model.params().wte + static_cast<std::size_t>(id) * c.n_embd;
-        const float* pe = model.params().wpe + static_cast<std::size_t>(r.index) * c.n_embd;
-        // Each float32 as the shortest decimal that reads back as the same float (as explain's).
-        const auto f32 = [](float x) {
-          char buf[32];
-          const auto end = std::to_chars(buf, buf + sizeof buf, x).ptr;
-          double d = x;
-          std::from_chars(buf, end, d);
-          return json(d);
-        };
-        json tok = json::array(), pos = json::array(), sum = json::array();
-        for (int i = 0; i < c.n_embd; ++i) {
-          tok.push_back(f32(te[i]));
-          pos.push_back(f32(pe[i]));
-          sum.push_back(f32(te[i] + pe[i]));
-        }
-        send_json(res, 200,
-                  {{"index", r.index},
-                   {"id", id},
-                   {"text", printable_text(tokenizer.token_bytes(id))},
-                   {"token_embedding", std::move(tok)},
-                   {"position_embedding", std::move(pos)},
-                   {"embedding", std::move(sum)}});
+        send_json(res, 200, embedding_json(model, tokenizer, r.prompt, r.index));
       });
     });
     http.Post("/api/explain", [this](const httplib::Request& req, httplib::Response& res) {

@@ -93,6 +93,19 @@ def _token_text(raw: bytes) -> str:
 
 
 # Model.explain(): which fields of the JSON (docs/explain.md) become NumPy arrays, and of what type.
+def _sampling(temperature, top_k, top_p, seed, stop_at_eos):
+    """The sampling options of generate() and explain(generate=...), checked in this order (the
+    engine checks their ranges); stop_at_eos must be a bool."""
+    temperature = _real("temperature", temperature)
+    top_k = _int("top_k", top_k, 0, 2**31 - 1, ">= 0")
+    top_p = _real("top_p", top_p)
+    if seed is not None:
+        seed = _int("seed", seed, 0, 2**64 - 1, "in [0, 2**64)")
+    if not isinstance(stop_at_eos, bool):
+        raise TypeError(f"stop_at_eos: expected True or False, got {type(stop_at_eos).__name__}")
+    return temperature, top_k, top_p, seed
+
+
 def _opt_int(name: str, value) -> Optional[int]:
     return None if value is None else _int(name, value, -2**31, 2**31 - 1, "an int32")
 
@@ -295,13 +308,7 @@ class Model:
         Raises jomoim.Error for bad options (checked before any work) or a prompt longer than
         the context."""
         n = _int("n", n, 0, 2**31 - 1, ">= 0")
-        temperature = _real("temperature", temperature)
-        top_k = _int("top_k", top_k, 0, 2**31 - 1, ">= 0")
-        top_p = _real("top_p", top_p)
-        if seed is not None:
-            seed = _int("seed", seed, 0, 2**64 - 1, "in [0, 2**64)")
-        if not isinstance(stop_at_eos, bool):
-            raise TypeError(f"stop_at_eos: expected True or False, got {type(stop_at_eos).__name__}")
+        temperature, top_k, top_p, seed = _sampling(temperature, top_k, top_p, seed, stop_at_eos)
         gen = self._core.generate(_text("text", text), n, temperature, top_k, top_p, seed, stop_at_eos)
         return Stream(self, gen)
 
@@ -360,13 +367,7 @@ class Model:
                 raise TypeError(f"{name}: expected True or False, got {type(flag).__name__}")
         top = _int("top", top, -2**31, 2**31 - 1, "an int32")
         generate = _int("generate", generate, 0, 64, "in 0..64")
-        temperature = _real("temperature", temperature)
-        top_k = _int("top_k", top_k, 0, 2**31 - 1, ">= 0")
-        top_p = _real("top_p", top_p)
-        if seed is not None:
-            seed = _int("seed", seed, 0, 2**64 - 1, "in [0, 2**64)")
-        if not isinstance(stop_at_eos, bool):
-            raise TypeError(f"stop_at_eos: expected True or False, got {type(stop_at_eos).__name__}")
+        temperature, top_k, top_p, seed = _sampling(temperature, top_k, top_p, seed, stop_at_eos)
         other = None if compare is None else _text("compare", compare)
         tgt = None if target is None else _text("target", target)
         con = None if contrast is None else _text("contrast", contrast)

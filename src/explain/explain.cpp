@@ -73,8 +73,6 @@ struct HeadStats {
   double induction = 0;                  // on the role probe only
 };
 
-struct Probe;
-
 struct PassRequest {
   bool trace = true;       // false: a plain pass (logits only)
   bool residuals = false;  // the last row's residual stream, attention and MLP outputs
@@ -592,8 +590,6 @@ ExplainPrompt explain_prompt(const GptModel& model, const Tokenizer& tok, const 
 // ---------------------------------------------------------------------------------------------
 // JSON, at the edge.
 
-using nlohmann::json;
-
 json opt_f64(const std::optional<double>& x) { return x ? f64(*x) : json(nullptr); }
 
 json model_json(const GptConfig& c, const std::string& name) {
@@ -985,6 +981,29 @@ nlohmann::json to_json(const Explanation& e, const ExplainJsonOptions& jo) {
   for (auto& [k, v] : body.items()) j[k] = std::move(v);
   j["compare"] = e.compare ? prompt_json(*e.compare, e.config, col, jo.arrays, true) : json(nullptr);
   return j;
+}
+
+nlohmann::json embedding_json(const GptModel& model, const Tokenizer& tokenizer, const std::string& prompt, int index) {
+  const GptConfig& c = model.config();
+  const std::vector<std::int32_t> ids = encode_prompt(tokenizer, prompt, c.n_positions, c.vocab_size, "the prompt");
+  if (index < 0 || index >= static_cast<int>(ids.size()))
+    throw Error("\"index\" " + std::to_string(index) + " is past the prompt's " + std::to_string(ids.size()) +
+                (ids.size() == 1 ? " token" : " tokens"));
+  const std::int32_t id = ids[index];
+  const float* te = model.params().wte + static_cast<std::size_t>(id) * c.n_embd;
+  const float* pe = model.params().wpe + static_cast<std::size_t>(index) * c.n_embd;
+  json tok = json::array(), pos = json::array(), sum = json::array();
+  for (int i = 0; i < c.n_embd; ++i) {
+    tok.push_back(f32(te[i]));
+    pos.push_back(f32(pe[i]));
+    sum.push_back(f32(te[i] + pe[i]));  // the float32 sum the first layer reads
+  }
+  return {{"index", index},
+          {"id", id},
+          {"text", token_text(tokenizer, id)},
+          {"token_embedding", std::move(tok)},
+          {"position_embedding", std::move(pos)},
+          {"embedding", std::move(sum)}};
 }
 
 nlohmann::json explain(const GptModel& model, const Tokenizer& tokenizer, const std::string& prompt,

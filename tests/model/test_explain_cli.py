@@ -352,6 +352,19 @@ def reference_attribution(cfg, w, ids, target, contrast=None):
                 lens=lens)
 
 
+def assert_refused(tc, d, cases):
+    """Each (extra arguments, part of the message): with and without --json, a non-zero exit,
+    nothing on stdout and one line on stderr that contains the part."""
+    for extra, part in cases:
+        for js in ([], ["--json"]):
+            p = run("--model", d, SEED, *extra, *js, ok=False)
+            err = p.stderr.decode()
+            tc.assertNotEqual(p.returncode, 0, extra)
+            tc.assertEqual(p.stdout, b"", extra)
+            tc.assertEqual(err.count("\n"), 1, (extra, err))
+            tc.assertIn(part, err)
+
+
 def load_model_dir(d):
     """A model directory's config and float32 weights as float64 NumPy (read with NumPy from the
     safetensors file itself, not through jomoim); names without the "transformer." prefix."""
@@ -457,14 +470,7 @@ class Attribution(unittest.TestCase):
             (["--target", " lot", "--contrast", "xy"], "contrast \"xy\" encodes to 2 tokens"),
             (["--contrast", " a"], "contrast needs a target"),
         ]
-        for extra, part in cases:
-            for js in ([], ["--json"]):
-                p = run("--model", d, SEED, *extra, *js, ok=False)
-                err = p.stderr.decode()
-                self.assertNotEqual(p.returncode, 0, extra)
-                self.assertEqual(p.stdout, b"", extra)
-                self.assertEqual(err.count("\n"), 1, (extra, err))
-                self.assertIn(part, err)
+        assert_refused(self, d, cases)
 
     def test_terminal_shows_who_argued_and_the_lens(self):
         d, cfg, _ = load_variant("f32")
@@ -712,14 +718,7 @@ class Generation(unittest.TestCase):
             (["--seed", "3", "--top-k", "2"], "--top-k needs --generate N"),
             (["--ignore-eos"], "--ignore-eos needs --generate N"),
         ]
-        for extra, part in cases:
-            for js in ([], ["--json"]):
-                p = run("--model", d, SEED, *extra, *js, ok=False)
-                err = p.stderr.decode()
-                self.assertNotEqual(p.returncode, 0, extra)
-                self.assertEqual(p.stdout, b"", extra)
-                self.assertEqual(err.count("\n"), 1, (extra, err))
-                self.assertIn(part, err)
+        assert_refused(self, d, cases)
 
     def test_terminal_shows_every_step(self):
         d, _, _ = load_variant("f32")

@@ -57,19 +57,25 @@ async function settled(action) {
 
 const shot = (name) => page.screenshot({ path: path.join(artifacts, `${name}.png`), fullPage: true });
 
-before(async () => {
-  server = spawn(env('JOMOIM_EXE'), ['serve', '--model', env('JOMOIM_TEST_MODEL'), '--port', '0',
-    '--assets', env('JOMOIM_WEB_ASSETS')], { stdio: ['ignore', 'pipe', 'inherit'] });
-  base = await new Promise((resolve, reject) => {
+// `jomoim serve` on a free port with this model (and extra options): { server, base }.
+async function startServer(modelDir, extra = []) {
+  const srv = spawn(env('JOMOIM_EXE'), ['serve', '--model', modelDir, '--port', '0', '--assets', env('JOMOIM_WEB_ASSETS'),
+    ...extra], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const url = await new Promise((resolve, reject) => {
     let out = '';
-    server.stdout.on('data', (d) => {
+    srv.stdout.on('data', (d) => {
       out += d;
       const m = out.match(/http:\/\/127\.0\.0\.1:\d+\//);
       if (m) resolve(m[0].replace(/\/$/, ''));
     });
-    server.on('exit', (code) => reject(new Error(`jomoim serve exited with ${code}: ${out}`)));
+    srv.on('exit', (code) => reject(new Error(`jomoim serve exited with ${code}: ${out}`)));
     setTimeout(() => reject(new Error('jomoim serve printed no URL in 20 s')), 20000);
   });
+  return { server: srv, base: url };
+}
+
+before(async () => {
+  ({ server, base } = await startServer(env('JOMOIM_TEST_MODEL')));
   model = await api('/api/model');
   userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'jomoim-chromium-'));
   // A fresh profile each run (Playwright passes it to chromium as --user-data-dir).
@@ -922,18 +928,8 @@ test('a long prompt (the whole context): heatmap and Q/K/V strips on canvases, e
 // stays small. The time from the click to the render goes to the artifacts (1024-tokens.json).
 test('a 1024-token prompt on a 1024-position model renders on canvases without freezing', async () => {
   const dir = path.join(path.dirname(env('JOMOIM_TEST_MODEL')), 'long_context');
-  const srv = spawn(env('JOMOIM_EXE'), ['serve', '--model', dir, '--port', '0', '--assets', env('JOMOIM_WEB_ASSETS'),
-    '--max-prompt-bytes', '100000'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const { server: srv, base: base2 } = await startServer(dir, ['--max-prompt-bytes', '100000']);
   try {
-    const base2 = await new Promise((resolve, reject) => {
-      let out = '';
-      srv.stdout.on('data', (d) => {
-        out += d;
-        const m = out.match(/http:\/\/127\.0\.0\.1:\d+\//);
-        if (m) resolve(m[0].replace(/\/$/, ''));
-      });
-      srv.on('exit', (code) => reject(new Error(`jomoim serve exited with ${code}: ${out}`)));
-    });
     const post = async (route, body) => {
       const res = await fetch(base2 + route, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
       const json = await res.json();

@@ -233,6 +233,12 @@ struct ExplainJsonOptions {
 // never throws on it.
 nlohmann::json to_json(const Explanation& e, const ExplainJsonOptions& options = {});
 
+// E_i of token `index` of the prompt (encoded as explain() does): {"index", "id", "text",
+// "token_embedding", "position_embedding" (the rows of wte and wpe the pass adds), "embedding"
+// (their float32 sum)}, float32 printed as in to_json(). Throws Error for an index outside the
+// prompt's tokens or a prompt longer than the context.
+nlohmann::json embedding_json(const GptModel& model, const Tokenizer& tokenizer, const std::string& prompt, int index);
+
 // to_json(explain_result(...)).
 nlohmann::json explain(const GptModel& model, const Tokenizer& tokenizer, const std::string& prompt,
                        const ExplainOptions& options = {});
