@@ -18,7 +18,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "jomoim/core/half.hpp"
 #include "jomoim/engine/attention.hpp"
+#include "jomoim/engine/quant.hpp"
 #include "jomoim/formats/npy.hpp"
 #include "jomoim/formats/safetensors.hpp"
 #include "jomoim/model/generate.hpp"
@@ -119,6 +121,58 @@ TEST(GptTorch, KvCacheDecodingMatchesPyTorch) {
   }
 }
 
+// Each KV cache format against the reference with that format's rounding applied to what
+// attention reads (tiny_gpt2.py's torch_logits(kv=...)): prefill and token-by-token decoding.
+// The rounding is emulated, not toleranced, but it is a step function: jomoim rounds its float32
+// q, k, v, the reference its float64 ones, and the two differ by ~1e-6 relative, so a value within
+// that of a rounding boundary lands one format step (bf16: 2^-8 relative; q8: d) the other way.
+// A few such elements of the 10^4 rounded ones move logits by a few 1e-4 (measured: at most
+// 4.3e-4 for bf16, below 1e-4 for q8), hence 1e-3 for the rounded formats (1e-4 for f32); and
+// each format's result must be at least 10x nearer its own reference than the unrounded one
+// (the format moves logits by 3e-3..3e-2 here), so the test sees the format itself.
+TEST(GptTorch, KvFormatsMatchTheirRoundedReference) {
+  const char* root = std::getenv("JOMOIM_TINY_GPT2");
+  if (!root) GTEST_SKIP() << "JOMOIM_TINY_GPT2 not set (needs python3-torch)";
+  std::ifstream in(fs::path(root) / "manifest.json");
+  ASSERT_TRUE(in);
+  const auto m = nlohmann::json::parse(in);
+  ASSERT_TRUE(m.contains("kv_formats"));
+  const auto& kf = m["kv_formats"];
+  const fs::path dir = fs::path(root) / kf["dir"].get<std::string>();
+  const int V = kf["vocab_size"];
+  int checked = 0;
+  for (const auto& c : kf["cases"]) {
+    const auto ids = c["ids"].get<std::vector<std::int32_t>>();
+    const int T = static_cast<int>(ids.size());
+    const auto f32_ref = read_npy(fs::path(root) / c["logits"]["f32"].get<std::string>()).data;
+    for (const auto [fmt, name] : {std::pair{KvFormat::f32, "f32"}, {KvFormat::bf16, "bf16"}, {KvFormat::q8, "q8"}}) {
+      const auto ref = read_npy(fs::path(root) / c["logits"][name].get<std::string>()).data;
+      for (int threads : {1, 2}) {
+        GptModel model = GptModel::load(dir);
+        model.set_threads(threads);
+        model.set_kv_format(fmt);
+        const double tol = fmt == KvFormat::f32 ? 1e-4 : 1e-3;
+        const auto got = model.logits(ids);
+        const double err = relative_error(got, ref);
+        EXPECT_LE(err, tol) << name << " T=" << T << " threads=" << threads;
+        if (fmt != KvFormat::f32 && T > 1) {
+          EXPECT_LT(err * 10, relative_error(got, f32_ref)) << name << " T=" << T;
+        }
+        // One token at a time through a cache of the format.
+        KvCache cache = model.make_cache(T);
+        EXPECT_EQ(cache.format(), fmt);
+        std::span<const std::int32_t> all(ids);
+        for (int t = 0; t < T; ++t) {
+          const auto l = model.forward(all.subspan(t, 1), cache);
+          ASSERT_LE(relative_error(l, row(ref, t, V)), tol) << name << " step " << t << " threads=" << threads;
+        }
+        ++checked;
+      }
+    }
+  }
+  EXPECT_EQ(checked, 4 * 3 * 2);
+}
+
 TEST(GptTorch, F32CheckpointIsMappedNotCopied) {
   const auto cases = torch_cases();
   if (cases.empty()) GTEST_SKIP() << "JOMOIM_TINY_GPT2 not set (needs python3-torch)";
@@ -128,6 +182,121 @@ TEST(GptTorch, F32CheckpointIsMappedNotCopied) {
       EXPECT_EQ(m.copied_bytes(), 0u);
     else
       EXPECT_EQ(m.copied_bytes(), static_cast<std::size_t>(m.config().parameter_count()) * 4) << c.variant;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// KV cache formats (KvFormat): what is stored, what it costs, what is refused.
+
+TEST(KvCacheFormat, StoresTheFormatsRoundingOfTheFloatRows) {
+  const GptConfig cfg = small_config(2, 2, 64, 40, 97);  // head_dim 32: q8 blocks of 32
+  const auto g = random_gpt(cfg, 21);
+  const std::vector<std::int32_t> ids = {3, 14, 15, 92, 65, 35, 89, 79, 32, 38, 46};
+  const int T = static_cast<int>(ids.size()), C = cfg.n_embd, H = cfg.n_head, D = cfg.head_dim();
+  GptModel model = g.model();
+  KvCache f32 = model.make_cache(T + 3);
+  model.forward(ids, f32);
+  std::vector<float> want(static_cast<std::size_t>(T) * C), got(want.size());
+  for (const KvFormat fmt : {KvFormat::bf16, KvFormat::q8}) {
+    model.set_kv_format(fmt);
+    KvCache cache = model.make_cache(T + 3);
+    ASSERT_EQ(cache.format(), fmt);
+    model.forward(ids, cache);
+    EXPECT_EQ(cache.size(), T);
+    // Layer 0's keys and values come from the embeddings alone, so they are the float32 cache's
+    // rows before rounding, bit for bit; later layers differ (they read rounded attention).
+    for (const bool values : {false, true}) {
+      f32.read_rows(0, values, 0, T, want.data());
+      std::fill(got.begin(), got.end(), std::numeric_limits<float>::quiet_NaN());  // poisoned
+      cache.read_rows(0, values, 0, T, got.data());
+      if (fmt == KvFormat::bf16) {
+        for (std::size_t i = 0; i < want.size(); ++i)
+          ASSERT_EQ(got[i], bf16_to_float(bf16_from_float(want[i]))) << "element " << i;
+      } else {
+        // Each head's [T, D] rows through quantize_q8 / dequantize_q8 with blocks of 32.
+        std::vector<float> expect(want.size());
+        for (int h = 0; h < H; ++h) {
+          const ConstTensor4 x{want.data() + h * D, {1, 1, T, D}, {0, 0, C, 1}};
+          const Q8Buffer q = quantize_q8(x, 32);
+          dequantize_q8(q.view(), Tensor4{expect.data() + h * D, {1, 1, T, D}, {0, 0, C, 1}});
+        }
+        for (std::size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got[i], expect[i]) << "element " << i;
+        EXPECT_EQ(cache.q8_block(), 32);
+      }
+    }
+  }
+  // Bytes: 2 (K, V) x layers x capacity x n_embd values of the format (+ a float per 32 for q8).
+  const std::size_t n = 2ull * cfg.n_layer * (T + 3) * C;
+  EXPECT_EQ(KvCache(cfg, T + 3, KvFormat::f32).bytes(), n * 4);
+  EXPECT_EQ(KvCache(cfg, T + 3, KvFormat::bf16).bytes(), n * 2);
+  EXPECT_EQ(KvCache(cfg, T + 3, KvFormat::q8).bytes(), n + n / 32 * 4);
+  EXPECT_EQ(KvCache(small_config(1, 2, 32, 8, 5), 4, KvFormat::q8).q8_block(), 16);  // head_dim 16
+}
+
+// The statement throws jomoim::Error and its message contains `part`.
+#define EXPECT_THROW_MSG(stmt, part)                                                \
+  do {                                                                              \
+    std::string what_ = "no error";                                                 \
+    try {                                                                           \
+      (void)(stmt);                                                                 \
+    } catch (const Error& e) {                                                      \
+      what_ = e.what();                                                             \
+    }                                                                               \
+    EXPECT_NE(what_.find(part), std::string::npos) << #stmt << " threw: " << what_; \
+  } while (0)
+
+TEST(KvCacheFormat, RefusalsAndNames) {
+  const GptConfig d8 = small_config();  // head_dim 8: no q8 block divides it
+  EXPECT_THROW_MSG(KvCache(d8, 4, KvFormat::q8), "q8 needs a head_dim that is a multiple of 16");
+  GptModel m = random_gpt(d8, 1).model();
+  EXPECT_THROW_MSG(m.set_kv_format(KvFormat::q8), "multiple of 16");
+  EXPECT_EQ(m.kv_format(), KvFormat::f32);
+  KvCache b(d8, 4, KvFormat::bf16);
+  EXPECT_THROW_MSG(b.keys(0), "only in an f32 cache");
+  float out[32];
+  EXPECT_THROW_MSG(b.read_rows(0, false, 2, 3, out), "outside the capacity");
+  for (const KvFormat f : {KvFormat::f32, KvFormat::bf16, KvFormat::q8})
+    EXPECT_EQ(parse_kv_format(kv_format_name(f)), f);
+  EXPECT_FALSE(parse_kv_format("q4"));
+  EXPECT_FALSE(parse_kv_format(""));
+}
+
+// A traced q8 pass runs the float32 kernel on the dequantized keys (attention_q8kv gives no
+// weights); with silenced keys and a cache larger than the tokens (the q8 path's key_lengths and
+// capacity-wide bias), its logits still equal the untraced pass's, and every format's prefill
+// equals its own token-by-token decoding.
+TEST(KvCacheFormat, TracedUntracedAndDecodingAgree) {
+  const GptConfig cfg = small_config(2, 2, 64, 40, 97);
+  const auto g = random_gpt(cfg, 5);
+  const std::vector<std::int32_t> ids = {1, 2, 3, 5, 8, 13, 21, 34, 55, 89, 44, 33};
+  const int T = static_cast<int>(ids.size()), V = cfg.vocab_size;
+  const int silenced[2] = {2, 7};
+  for (const KvFormat fmt : {KvFormat::f32, KvFormat::bf16, KvFormat::q8}) {
+    GptModel model = g.model();
+    model.set_kv_format(fmt);
+    ForwardOptions plain;
+    plain.silenced = silenced;
+    plain.all_logits = true;
+    KvCache c1 = model.make_cache(T + 9);
+    const auto untraced = model.forward(ids, c1, plain);
+    ForwardTrace tr;
+    ForwardOptions traced = plain;
+    traced.trace = &tr;
+    KvCache c2 = model.make_cache(T + 9);
+    const auto with_trace = model.forward(ids, c2, traced);
+    EXPECT_LE(relative_error(with_trace, untraced), 1e-5) << kv_format_name(fmt);
+    // The silenced keys got no weight in the traced pass.
+    for (const auto& layer : tr.layers)
+      for (int h = 0; h < cfg.n_head; ++h)
+        for (int s : silenced) EXPECT_EQ(layer.last_weights[static_cast<std::size_t>(h) * T + s], 0.0f);
+    KvCache c3 = model.make_cache(T + 9);
+    std::span<const std::int32_t> all(ids);
+    for (int t = 0; t < T; ++t) {
+      const auto l = model.forward(all.subspan(t, 1), c3);
+      ASSERT_LE(relative_error(l, row(model.logits(std::vector<std::int32_t>(ids.begin(), ids.begin() + t + 1)), t, V)),
+                1e-5)
+          << kv_format_name(fmt) << " step " << t;
+    }
   }
 }
 

@@ -39,6 +39,7 @@ struct ExplainArgs {
   std::vector<int> silence;
   bool swap_qk = false, json_out = false;
   int top = 10, threads = 0;
+  std::string kv_cache = "f32";
   std::optional<int> generate;
   float temperature = 0.0f, top_p = 0.95f;
   int top_k = 40;
@@ -638,6 +639,7 @@ void run_explain(const ExplainArgs& a) {
   const Tokenizer tok = Tokenizer::load_dir(dir.path);
   GptModel model = GptModel::load(dir.path);
   model.set_threads(a.threads);
+  apply_kv_cache(model, a.kv_cache);
 
   ExplainOptions o;
   o.notation = parse_notation(a.notation);
@@ -779,6 +781,7 @@ void add_explain_command(CLI::App& app) {
   sub->add_option("--seed", a->seed, "with --generate: random seed (default: a fresh one, in the output)");
   sub->add_flag("--ignore-eos", a->ignore_eos, "with --generate: keep going after <|endoftext|>");
   sub->add_option("--threads", a->threads, threads_help)->capture_default_str();
+  add_kv_cache_option(sub, a->kv_cache);
   sub->callback([a, sub] {
     a->sampling_given.clear();
     for (const char* name : {"--temperature", "--top-k", "--top-p", "--seed", "--ignore-eos"})

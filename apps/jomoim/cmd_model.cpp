@@ -36,6 +36,7 @@ struct PredictArgs {
   std::string model, text;
   int top = 10;
   int threads = 0;
+  std::string kv_cache = "f32";
   bool json = false;
 };
 
@@ -47,6 +48,7 @@ struct GenerateArgs {
   float top_p = 0.95f;
   std::optional<std::uint64_t> seed;
   int threads = 0;
+  std::string kv_cache = "f32";
   bool ignore_eos = false;
   bool json = false;
 };
@@ -75,23 +77,29 @@ void run_predict(const PredictArgs& a) {
   const Tokenizer tok = Tokenizer::load_dir(dir.path);
   GptModel model = GptModel::load(dir.path);
   model.set_threads(a.threads);
+  apply_kv_cache(model, a.kv_cache);
   const GptConfig& c = model.config();
   const std::vector<std::int32_t> ids = encode_prompt(tok, a.text, c.n_positions, c.vocab_size);
-  KvCache cache(c, static_cast<int>(ids.size()));
+  KvCache cache = model.make_cache(static_cast<int>(ids.size()));
   const auto t0 = Clock::now();
   const std::vector<float> logits = model.forward(ids, cache);
   const double ms = ms_since(t0);
   const std::vector<double> p = softmax(logits);
   const std::vector<std::int32_t> best = top_ids(logits, a.top);
   if (a.json) {
-    json j = {{"model", dir.path.string()}, {"prompt", a.text}, {"ids", ids}, {"top", json::array()}};
+    json j = {{"model", dir.path.string()},
+              {"prompt", a.text},
+              {"kv_cache", kv_format_name(model.kv_format())},
+              {"ids", ids},
+              {"top", json::array()}};
     for (auto id : best)
       j["top"].push_back(
           {{"id", id}, {"text", printable_text(tok.token_bytes(id))}, {"probability", p[id]}, {"logit", logits[id]}});
     std::printf("%s\n", j.dump().c_str());
     return;
   }
-  std::printf("prompt: %zu tokens, forward pass %.1f ms (%s)\n", ids.size(), ms, dir.path.string().c_str());
+  std::printf("prompt: %zu tokens, forward pass %.1f ms (%s, %s KV cache)\n", ids.size(), ms, dir.path.string().c_str(),
+              kv_format_name(model.kv_format()));
   std::printf("%5s  %7s  %-24s  %s\n", "rank", "id", "token", "probability");
   for (std::size_t r = 0; r < best.size(); ++r) {
     const std::string t = "\"" + printable_text(tok.token_bytes(best[r])) + "\"";
@@ -112,6 +120,7 @@ void run_generate(const GenerateArgs& a) {
   const Tokenizer tok = Tokenizer::load_dir(dir.path);
   GptModel model = GptModel::load(dir.path);
   model.set_threads(a.threads);
+  apply_kv_cache(model, a.kv_cache);
   const GptConfig& c = model.config();
   const std::vector<std::int32_t> ids = encode_prompt(tok, a.text, c.n_positions, c.vocab_size);
   if (!a.ignore_eos) go.eos = tok.eos_id();
@@ -138,6 +147,7 @@ void run_generate(const GenerateArgs& a) {
               {"text", tok.decode(r.ids)},
               {"stop", stop},
               {"seed", go.sampling.seed},
+              {"kv_cache", kv_format_name(model.kv_format())},
               {"prefill_ms", r.prefill_ms},
               {"decode_ms", r.decode_ms},
               {"prefill_tokens_per_s", prefill_tps},
@@ -180,6 +190,7 @@ struct BenchModelArgs {
   int tokens = 64;
   int reps = 3;
   int threads = 0;
+  std::string kv_cache = "f32";
   bool json = false;
 };
 
@@ -192,6 +203,7 @@ void run_bench_model(const BenchModelArgs& a) {
   GptModel model = GptModel::load(dir.path);
   const double load_ms = ms_since(t_load);
   model.set_threads(a.threads);
+  apply_kv_cache(model, a.kv_cache);
   const GptConfig& c = model.config();
   if (a.prompt + a.tokens > c.n_positions)
     throw Error("--prompt + --tokens = " + std::to_string(a.prompt + a.tokens) + " exceeds the context of " +
@@ -202,7 +214,7 @@ void run_bench_model(const BenchModelArgs& a) {
     x = x * 6364136223846793005ull + 1442695040888963407ull;
     id = static_cast<std::int32_t>((x >> 33) % static_cast<std::uint64_t>(c.vocab_size));
   }
-  KvCache cache(c, a.prompt + a.tokens);
+  KvCache cache = model.make_cache(a.prompt + a.tokens);
   std::vector<double> prefill, decode;
   for (int r = 0; r < a.reps; ++r) {
     cache.clear();
@@ -241,6 +253,7 @@ void run_bench_model(const BenchModelArgs& a) {
               {"rss_file_mib", mem.file},
               {"weights_mib", weights_mib},
               {"copied_weight_mib", model.copied_bytes() / (1024.0 * 1024.0)},
+              {"kv_cache", kv_format_name(cache.format())},
               {"kv_cache_mib", cache.bytes() / (1024.0 * 1024.0)},
               {"parameters", c.parameter_count()}};
     std::printf("%s\n", j.dump().c_str());
@@ -253,8 +266,8 @@ void run_bench_model(const BenchModelArgs& a) {
   std::printf("decode  %d tokens: %.1f ms (%.1f tokens/s)\n", a.tokens, dm, a.tokens / (dm / 1e3));
   std::printf(
       "memory: peak RSS %.0f MiB = mapped weights (file-backed) %.0f MiB + allocated %.0f MiB "
-      "(KV cache %.1f MiB)\n",
-      mem.peak, mem.file, mem.anon, cache.bytes() / (1024.0 * 1024.0));
+      "(KV cache %.1f MiB, %s)\n",
+      mem.peak, mem.file, mem.anon, cache.bytes() / (1024.0 * 1024.0), kv_format_name(cache.format()));
 }
 
 }  // namespace
@@ -277,6 +290,7 @@ void add_model_commands(CLI::App& app) {
     sub->add_option("--model", a->model, model_help);
     sub->add_option("--top", a->top, "how many of the most likely tokens to show")->capture_default_str();
     sub->add_option("--threads", a->threads, "threads (0: all cores)")->capture_default_str();
+    add_kv_cache_option(sub, a->kv_cache);
     sub->add_flag("--json", a->json, "print the distribution as JSON");
     sub->callback([a] { run_predict(*a); });
   }
@@ -292,6 +306,7 @@ void add_model_commands(CLI::App& app) {
         ->capture_default_str();
     sub->add_option("--seed", a->seed, "random seed (default: a fresh one, printed at the end)");
     sub->add_option("--threads", a->threads, "threads (0: all cores)")->capture_default_str();
+    add_kv_cache_option(sub, a->kv_cache);
     sub->add_flag("--ignore-eos", a->ignore_eos, "keep going after <|endoftext|>");
     sub->add_flag("--json", a->json, "print the result as one JSON object instead of streaming");
     sub->callback([a] { run_generate(*a); });
@@ -305,6 +320,7 @@ void add_model_commands(CLI::App& app) {
     sub->add_option("--tokens", a->tokens, "tokens to decode one by one")->capture_default_str();
     sub->add_option("--reps", a->reps, "repetitions (medians are reported)")->capture_default_str();
     sub->add_option("--threads", a->threads, "threads (0: all cores)")->capture_default_str();
+    add_kv_cache_option(sub, a->kv_cache);
     sub->add_flag("--json", a->json, "print one JSON object");
     sub->callback([a] { run_bench_model(*a); });
   }

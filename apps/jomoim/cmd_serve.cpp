@@ -28,6 +28,7 @@ struct ServeArgs {
   int port = 8080;
   std::string assets = shared_data_path("web").string();  // the page, beside the program
   int threads = 1;
+  std::string kv_cache = "f32";
   int workers = 2;
   std::size_t max_prompt_bytes = 4096;
 };
@@ -47,6 +48,7 @@ void run_serve(const ServeArgs& a) {
   const Tokenizer tok = Tokenizer::load_dir(dir.path);
   GptModel model = GptModel::load(dir.path);
   model.set_threads(a.threads);
+  apply_kv_cache(model, a.kv_cache);
 
   serve::ServerOptions opt;
   opt.host = a.host;
@@ -103,6 +105,7 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--assets", args->assets, "folder of the page's files")->capture_default_str();
   cmd->add_option("--threads", args->threads, std::string(threads_help) + " per forward pass (attention and OpenBLAS)")
       ->capture_default_str();
+  add_kv_cache_option(cmd, args->kv_cache);
   cmd->add_option("--workers", args->workers, "forward passes at once; more requests wait")->capture_default_str();
   cmd->add_option("--max-prompt-bytes", args->max_prompt_bytes, "longest prompt accepted, in UTF-8 bytes")
       ->capture_default_str();

@@ -2,6 +2,7 @@
 #include "model_dir.hpp"
 
 #include <cstdlib>
+#include <optional>
 #include <system_error>
 
 #include "jomoim/core/tensor.hpp"
@@ -49,6 +50,20 @@ ModelDir resolve_model_dir(const std::string& option) {
   if (!fs::exists(d.path, ec)) throw Error(d.source + " " + d.path.string() + ": no such directory");
   if (!fs::is_directory(d.path, ec)) throw Error(d.source + " " + d.path.string() + ": not a directory");
   return d;
+}
+
+void add_kv_cache_option(CLI::App* sub, std::string& value) {
+  sub->add_option("--kv-cache", value,
+                  "how the KV cache stores keys and values: f32; bf16 (rounded, queries too; 2 bytes a value); "
+                  "q8 (8-bit blocks of 32 with a float scale, 1.125 bytes a value)")
+      ->check(CLI::IsMember({"f32", "bf16", "q8"}))
+      ->capture_default_str();
+}
+
+void apply_kv_cache(GptModel& model, const std::string& value) {
+  const std::optional<KvFormat> f = parse_kv_format(value);
+  if (!f) throw Error("--kv-cache: unknown format '" + value + "' (f32, bf16 or q8)");
+  model.set_kv_format(*f);
 }
 
 }  // namespace jomoim::cli

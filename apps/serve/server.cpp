@@ -140,6 +140,7 @@ struct ExplorerServer::Impl {
   json model_summary() const {
     const GptConfig& c = model.config();
     return {{"name", opt.model_name},
+            {"kv_cache", kv_format_name(model.kv_format())},
             {"n_layer", c.n_layer},
             {"n_head", c.n_head},
             {"n_embd", c.n_embd},

@@ -196,12 +196,18 @@ class Model:
         raise TypeError("use jomoim.Model.load(path) to make a Model")
 
     @classmethod
-    def load(cls, path: Union[str, "os.PathLike[str]", None] = None, *, threads: Optional[int] = None) -> "Model":
+    def load(
+        cls, path: Union[str, "os.PathLike[str]", None] = None, *, threads: Optional[int] = None, kv_cache: str = "f32"
+    ) -> "Model":
         """Loads the model directory `path`; None: default_model_dir() ($JOMOIM_MODEL, else the
         repository's models/default).
 
         threads: OpenMP threads for attention and OpenBLAS threads for the linear layers
         (None: OpenMP's default, OMP_NUM_THREADS; the OpenBLAS count is process-wide).
+        kv_cache: how every pass's KV cache stores keys and values, as the commands'
+        --kv-cache: "f32"; "bf16" (keys, values and the queries rounded to bfloat16, float32
+        scores and sums); "q8" (8-bit blocks of 32 values with a float scale, per key/value row
+        of each head; queries float32). See docs/design.md, "The KV cache formats".
         Raises jomoim.Error naming the directory, file or tensor that is missing or malformed
         (no such directory, no vocab.json, a tensor whose shape disagrees with config.json ...).
         """
@@ -218,8 +224,12 @@ class Model:
         if not os.path.isdir(where):
             raise Error(f"{source} {where}: not a directory")
         n = 0 if threads is None else _int("threads", threads, 1, 4096, "a positive count or None")
+        if not isinstance(kv_cache, str):
+            raise TypeError(f"kv_cache: expected 'f32', 'bf16' or 'q8', got {type(kv_cache).__name__}")
+        if kv_cache not in ("f32", "bf16", "q8"):
+            raise Error(f"kv_cache: expected 'f32', 'bf16' or 'q8', got {kv_cache!r}")
         self = object.__new__(cls)
-        self._core = _Model(os.fsencode(where), n)  # bytes: any path the OS allows
+        self._core = _Model(os.fsencode(where), n, kv_cache)  # bytes: any path the OS allows
         self._path = where
         return self
 
@@ -227,6 +237,11 @@ class Model:
     def path(self) -> str:
         """The model directory, as given (or as the default was found)."""
         return self._path
+
+    @property
+    def kv_cache(self) -> str:
+        """The KV cache format of every pass: "f32", "bf16" or "q8" (Model.load's kv_cache)."""
+        return self._core.kv_cache
 
     @property
     def config(self) -> dict:

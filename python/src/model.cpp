@@ -246,13 +246,16 @@ class Generation {
 
 class Model {
  public:
-  explicit Model(const std::string& dir, int threads) {
+  Model(const std::string& dir, int threads, const std::string& kv_cache) {
     if (threads < 0) throw Error("threads: expected a positive count or None, got " + std::to_string(threads));
+    const std::optional<KvFormat> kv = parse_kv_format(kv_cache);
+    if (!kv) throw Error("kv_cache: expected 'f32', 'bf16' or 'q8', got '" + kv_cache + "'");
     py::gil_scoped_release unlocked;
     // The tokenizer first, as the commands do: a directory without vocab.json says so.
     Tokenizer tok = Tokenizer::load_dir(dir);
     GptModel model = GptModel::load(dir);
     model.set_threads(threads);
+    model.set_kv_format(*kv);
     m_ = std::make_shared<const Loaded>(Loaded{std::move(model), std::move(tok)});
   }
 
@@ -272,6 +275,7 @@ class Model {
   }
   std::int64_t parameter_count() const { return m_->model.config().parameter_count(); }
   int threads() const { return m_->model.threads(); }
+  std::string kv_cache() const { return kv_format_name(m_->model.kv_format()); }
   std::size_t tokenizer_size() const { return m_->tokenizer.vocab_size(); }
   std::optional<std::int32_t> eos_id() const { return m_->tokenizer.eos_id(); }
 
@@ -307,7 +311,7 @@ class Model {
     std::vector<std::int32_t> best;
     {
       py::gil_scoped_release unlocked;
-      KvCache cache(m_->model.config(), static_cast<int>(ids.size()));
+      KvCache cache = m_->model.make_cache(static_cast<int>(ids.size()));
       logits = m_->model.forward(ids, cache);
       p = softmax(logits);
       best = top_ids(logits, top);
@@ -392,10 +396,12 @@ void bind_model(py::module_& m) {
   // Where the repository's default model is (the source tree this module was built from).
   py::class_<Model>(m, "_Model",
                     "The compiled core of jomoim.Model (see python/jomoim/model.py); text arguments are UTF-8 bytes.")
-      .def(py::init<const std::string&, int>(), py::arg("path"), py::arg("threads"))
+      .def(py::init<const std::string&, int, const std::string&>(), py::arg("path"), py::arg("threads"),
+           py::arg("kv_cache"))
       .def_property_readonly("config", &Model::config)
       .def_property_readonly("parameter_count", &Model::parameter_count)
       .def_property_readonly("threads", &Model::threads)
+      .def_property_readonly("kv_cache", &Model::kv_cache)
       .def_property_readonly("tokenizer_size", &Model::tokenizer_size)
       .def_property_readonly("eos_id", &Model::eos_id)
       .def("tokenize", &Model::tokenize, py::arg("text"))

@@ -766,3 +766,55 @@ def test_no_reference_or_memory_leaks():
     assert traced_growth < 64 * 1024, traced_growth
     if not SANITIZED:
         assert rss_growth < 4 * 2**20, rss_growth
+
+
+# ---------------------------------------------------------------------------------------------
+# KV cache formats: Model.load(kv_cache=...) against the reference with the format's rounding,
+# against the CLI's --kv-cache, and refused where they cannot be.
+
+@pytest.mark.parametrize("kv", ["f32", "bf16", "q8"])
+def test_kv_cache_formats(kv):
+    kf = manifest()["kv_formats"]
+    d = os.path.join(ROOT, kf["dir"])
+    m = jomoim.Model.load(d, kv_cache=kv)
+    assert m.kv_cache == kv
+    for case in kf["cases"]:
+        want = np.load(os.path.join(ROOT, case["logits"][kv]))
+        got = m.logits(case["ids"])
+        assert rel(got, want) <= (1e-4 if kv == "f32" else 1e-3), (kv, len(case["ids"]))
+        if kv != "f32" and len(case["ids"]) > 1:
+            unrounded = np.load(os.path.join(ROOT, case["logits"]["f32"]))
+            assert rel(got, want) * 10 < rel(got, unrounded)
+    # The CLI's --kv-cache gives the same distribution, and says which format it used.
+    for prompt in PROMPTS[:3]:
+        j = cli_json("predict", "--model", d, "--kv-cache", kv, "--top", "5", prompt)
+        assert j["kv_cache"] == kv
+        got = m.predict(prompt, top=5)
+        assert [x.id for x in got] == [t["id"] for t in j["top"]]
+        for x, t in zip(got, j["top"]):
+            assert x.probability == pytest.approx(t["probability"], rel=1e-6, abs=1e-12)
+    # Generation and explain run on the format (explain's attribution reads the cache's values).
+    g = cli_json("generate", "--model", d, "--kv-cache", kv, "-n", "5", "--temperature", "0", "I have")
+    assert g["kv_cache"] == kv
+    assert m.generate("I have", n=5, temperature=0) == g["text"]
+    e = m.explain("I have a lot")
+    assert e["model"]["kv_cache"] == kv
+    ex = cli_json("explain", "--model", d, "--kv-cache", kv, "I have a lot")
+    assert ex["model"]["kv_cache"] == kv
+    assert [t["id"] for t in ex["prediction"]["top"]] == [t["id"] for t in e["prediction"]["top"]]
+    a = ex["attribution"]
+    assert a["sum"] == pytest.approx(a["target"]["logit"], abs=1e-3 * max(1.0, abs(a["target"]["logit"])))
+
+
+def test_kv_cache_refusals():
+    with pytest.raises(jomoim.Error, match="kv_cache: expected 'f32', 'bf16' or 'q8', got 'q4'"):
+        jomoim.Model.load(variant_dir("f32"), kv_cache="q4")
+    with pytest.raises(TypeError, match="kv_cache"):
+        jomoim.Model.load(variant_dir("f32"), kv_cache=8)
+    # head_dim 8: no q8 block (a multiple of 16) divides it.
+    with pytest.raises(jomoim.Error, match="multiple of 16"):
+        jomoim.Model.load(variant_dir("f32"), kv_cache="q8")
+    p = cli("predict", "--model", variant_dir("f32"), "--kv-cache", "q8", "hi", ok=False)
+    assert p.returncode != 0 and b"multiple of 16" in p.stderr and p.stdout == b""
+    p = cli("generate", "--model", variant_dir("f32"), "--kv-cache", "int8", "hi", ok=False)
+    assert p.returncode != 0 and b"--kv-cache" in p.stderr

@@ -149,7 +149,7 @@ Pass run_pass(const GptModel& model, const std::vector<std::int32_t>& ids, const
   p.swap_qk = swap_qk;
   KvCache* cache = shared_cache;
   if (!cache) {
-    p.cache = std::make_unique<KvCache>(c, static_cast<int>(ids.size()));
+    p.cache = std::make_unique<KvCache>(model.make_cache(static_cast<int>(ids.size())));
     cache = p.cache.get();
   }
   ForwardOptions fo;
@@ -376,10 +376,13 @@ ExplainAttribution attribution_of(const Pass& p, const KvCache& cache, const Gpt
   a.position_embedding = dot(p.trace.position_embedding.data() + last * C);
   double sum = a.token_embedding + a.position_embedding, biases = beta_term;
   std::vector<double> g(D);
+  std::vector<float> values_buf(static_cast<std::size_t>(Tk) * C);
   for (int l = 0; l < L; ++l) {
     const BlockParams& b = w.blocks[l];
     const AttentionTrace& at = p.trace.layers[l];
-    const float* values = cache.values(l);  // [Tk, C]: head h's V_j at j * C + h * D
+    // [Tk, C]: head h's V_j at j * C + h * D, as attention read them (any cache format)
+    cache.read_rows(l, true, 0, Tk, values_buf.data());
+    const float* values = values_buf.data();
     for (int h = 0; h < H; ++h) {
       // g = W_O[head h's rows] uc: what one unit of the head's output adds to the quantity.
       for (int d = 0; d < D; ++d) {
@@ -492,7 +495,7 @@ void generation_of(const GptModel& model, const Tokenizer& tok, const std::vecto
   // The replay: the same forward calls as the generation's (prefill, then one token at a time
   // through a cache of the same size), traced; tracing leaves the logits bitwise unchanged.
   const int T = static_cast<int>(prompt.size());
-  KvCache cache(c, std::min(T + o.generate, c.n_positions));
+  KvCache cache = model.make_cache(std::min(T + o.generate, c.n_positions));
   PassRequest rq;
   rq.residuals = true;
   for (std::size_t k = 0; k < r.ids.size(); ++k) {
@@ -592,8 +595,9 @@ ExplainPrompt explain_prompt(const GptModel& model, const Tokenizer& tok, const 
 
 json opt_f64(const std::optional<double>& x) { return x ? f64(*x) : json(nullptr); }
 
-json model_json(const GptConfig& c, const std::string& name) {
+json model_json(const GptConfig& c, const std::string& name, KvFormat kv) {
   return {{"name", text::to_valid_utf8(name)},
+          {"kv_cache", kv_format_name(kv)},
           {"n_layer", c.n_layer},
           {"n_head", c.n_head},
           {"n_embd", c.n_embd},
@@ -890,7 +894,7 @@ nlohmann::json head_roles(const GptModel& model, const Tokenizer& tokenizer, con
   const Probe probe = run_probe(model, tokenizer, swap_qk);
   json j;
   j["schema"] = "jomoim.heads/1";
-  j["model"] = model_json(c, model_name);
+  j["model"] = model_json(c, model_name, model.kv_format());
   j["prompt"] = prompt ? json(text::to_valid_utf8(*prompt)) : json(nullptr);
   j["swap_qk"] = swap_qk;
   if (prompt) {
@@ -937,6 +941,7 @@ Explanation explain_result(const GptModel& model, const Tokenizer& tokenizer, co
   }
   Explanation e;
   e.config = c;
+  e.kv_cache = model.kv_format();
   e.model_name = options.model_name;
   e.options = options;
   std::vector<int>& silenced = e.options.silence;
@@ -964,7 +969,7 @@ nlohmann::json to_json(const Explanation& e, const ExplainJsonOptions& jo) {
   const bool col = notation == ExplainNotation::col3b1b;
   json j;
   j["schema"] = "jomoim.explain/1";
-  j["model"] = model_json(e.config, e.model_name);
+  j["model"] = model_json(e.config, e.model_name, e.kv_cache);
   j["notation"] = notation_name(notation);
   j["formula"] = col ? "V softmax(K^T Q / sqrt(d))" : "softmax(Q K^T / sqrt(d)) V";
   j["softmax_over"] = col ? "columns" : "rows";

@@ -52,7 +52,7 @@ Generation::Generation(const GptModel& model, std::vector<std::int32_t> prompt, 
   const GptConfig& c = model.config();
   // Room for prompt + max_tokens, at most the context (a longer prompt is the forward's to refuse).
   const std::size_t want = prompt_.size() + static_cast<std::size_t>(max_tokens_);
-  cache_ = KvCache(c, static_cast<int>(std::min<std::size_t>(want, static_cast<std::size_t>(c.n_positions))));
+  cache_ = model.make_cache(static_cast<int>(std::min<std::size_t>(want, static_cast<std::size_t>(c.n_positions))));
 }
 
 void Generation::prefill() {

@@ -6,24 +6,14 @@
 #include <limits>
 #include <string>
 
+#include "jomoim/core/half.hpp"
 #include "jomoim/engine/attention.hpp"
+#include "jomoim/engine/quant.hpp"
 #include "jomoim/engine/threads.hpp"
 #include "jomoim/model/model.hpp"
 #include "layers.hpp"
 
 namespace jomoim {
-
-KvCache::KvCache(const GptConfig& config, int capacity)
-    : n_layer_(config.n_layer), n_embd_(config.n_embd), capacity_(capacity) {
-  if (capacity <= 0) throw Error("KV cache: capacity must be positive, got " + std::to_string(capacity));
-  data_.assign(static_cast<std::size_t>(n_layer_) * 2 * capacity_ * n_embd_, 0.0f);
-}
-
-void KvCache::truncate(int n) {
-  if (n < 0 || n > size_)
-    throw Error("KV cache: cannot truncate to " + std::to_string(n) + " tokens (holds " + std::to_string(size_) + ")");
-  size_ = n;
-}
 
 GptModel::GptModel(GptConfig config, GptParams params, std::vector<std::shared_ptr<const void>> owners)
     : config_(std::move(config)), params_(std::move(params)), owners_(std::move(owners)) {
@@ -59,6 +49,13 @@ GptModel::GptModel(GptConfig config, GptParams params, std::vector<std::shared_p
 void GptModel::set_threads(int threads) {
   resolve_threads(threads, "threads");  // refuses negative counts
   threads_ = threads;
+}
+
+void GptModel::set_kv_format(KvFormat format) {
+  if (format == KvFormat::q8 && config_.head_dim() % 16 != 0)
+    throw Error("model: a q8 KV cache needs a head_dim that is a multiple of 16, this model's is " +
+                std::to_string(config_.head_dim()));
+  kv_format_ = format;
 }
 
 std::vector<float> GptModel::forward(std::span<const std::int32_t> ids, KvCache& cache,
@@ -105,7 +102,11 @@ std::vector<float> GptModel::forward(std::span<const std::int32_t> ids, KvCache&
   const std::size_t TC = static_cast<std::size_t>(T) * C;
   std::vector<float> x(TC), h(TC), att(TC), qkv(static_cast<std::size_t>(T) * 3 * C),
       ff(static_cast<std::size_t>(T) * F);
-  std::vector<float> probs;  // traced passes only: one layer's softmax weights [H, T, Tk]
+  std::vector<float> probs;        // traced passes only: one layer's softmax weights [H, T, Tk]
+  std::vector<std::uint16_t> q16;  // bf16 cache: the new tokens' queries rounded [T, C]
+  std::vector<float> kv_scratch;   // q8 cache, traced: one layer's dequantized K and V [2, Tk, C]
+  std::vector<float> kv_rows;      // traced: one layer's K and V as attention read them [2, Tk, C]
+  std::vector<float> silence_q8;   // q8 cache: the silencing bias over the capacity
 
   // Token + position embeddings.
   if (trace) {
@@ -159,25 +160,83 @@ std::vector<float> GptModel::forward(std::span<const std::int32_t> ids, KvCache&
     layers::layer_norm(x.data(), T, C, b.ln_1.weight, b.ln_1.bias, eps, h.data(), nullptr, nullptr, threads_);
     layers::linear(h.data(), T, C, 3 * C, b.c_attn.weight, b.c_attn.bias, qkv.data(), threads_);
 
-    float* kc = cache.keys(l);
-    float* vc = cache.values(l);
-    for (int t = 0; t < T; ++t) {
-      const float* row = qkv.data() + t * S3;
-      std::memcpy(kc + static_cast<std::size_t>(past + t) * C, row + k_off, sizeof(float) * C);
-      std::memcpy(vc + static_cast<std::size_t>(past + t) * C, row + 2 * C, sizeof(float) * C);
-    }
-    const ConstTensor4 q = layers::heads<const float>(qkv.data() + q_off, 1, H, T, D, S3);
-    const ConstTensor4 k = layers::heads<const float>(kc, 1, H, Tk, D, C);
-    const ConstTensor4 v = layers::heads<const float>(vc, 1, H, Tk, D, C);
+    // This layer's keys and values of the new tokens go into the cache in its format; attention
+    // then reads every visible key from there (so the new tokens meet their own rounded keys,
+    // as later tokens will).
+    cache.write_rows(l, past, T, qkv.data() + k_off, qkv.data() + 2 * C, S3);
+    const float* qbase = qkv.data() + q_off;  // the queries as attention saw them (bf16: rounded)
     const Tensor4 o = layers::heads(att.data(), 1, H, T, D, C);
-
     AttentionOptions layer_attn = attn;
     if (trace) {
       // Every head's weights of this layer, once (reused by the next layer).
       probs.resize(static_cast<std::size_t>(H) * T * Tk);
       layer_attn.probs = Tensor4::contiguous(probs.data(), {1, H, T, Tk});
     }
-    attention(q, k, v, o, layer_attn);
+    switch (cache.format()) {
+      case KvFormat::f32: {
+        const ConstTensor4 q = layers::heads<const float>(qbase, 1, H, T, D, S3);
+        const ConstTensor4 k = layers::heads<const float>(cache.keys(l), 1, H, Tk, D, C);
+        const ConstTensor4 v = layers::heads<const float>(cache.values(l), 1, H, Tk, D, C);
+        attention(q, k, v, o, layer_attn);
+        break;
+      }
+      case KvFormat::bf16: {
+        // Q rounded to bf16 like the cached keys: the engine's 16-bit attention takes one dtype.
+        q16.resize(TC);
+        for (int t = 0; t < T; ++t)
+          for (int i = 0; i < C; ++i) {
+            std::uint16_t& bits = q16[static_cast<std::size_t>(t) * C + i];
+            bits = bf16_from_float(qbase[t * S3 + i]);
+            qkv[static_cast<std::size_t>(t) * S3 + q_off + i] = bf16_to_float(bits);  // what the trace records
+          }
+        const std::size_t kv0 = cache.layer_offset(l);
+        const ConstTensor4x16 q{layers::heads<const std::uint16_t>(q16.data(), 1, H, T, D, C), Dtype::bf16};
+        const ConstTensor4x16 k{layers::heads<const std::uint16_t>(cache.data16_.data() + kv0, 1, H, Tk, D, C),
+                                Dtype::bf16};
+        const ConstTensor4x16 v{
+            layers::heads<const std::uint16_t>(cache.data16_.data() + kv0 + cache.plane(), 1, H, Tk, D, C),
+            Dtype::bf16};
+        attention(q, k, v, o, layer_attn);
+        break;
+      }
+      case KvFormat::q8: {
+        const ConstTensor4 q = layers::heads<const float>(qbase, 1, H, T, D, S3);
+        if (trace) {
+          // attention_q8kv returns no weights: a traced pass runs the float32 kernel on the
+          // dequantized keys and values (the same numbers, d * q; the same float32 tolerance).
+          kv_scratch.resize(2 * static_cast<std::size_t>(Tk) * C);
+          cache.read_rows(l, false, 0, Tk, kv_scratch.data());
+          cache.read_rows(l, true, 0, Tk, kv_scratch.data() + static_cast<std::size_t>(Tk) * C);
+          const ConstTensor4 k = layers::heads<const float>(kv_scratch.data(), 1, H, Tk, D, C);
+          const ConstTensor4 v =
+              layers::heads<const float>(kv_scratch.data() + static_cast<std::size_t>(Tk) * C, 1, H, Tk, D, C);
+          attention(q, k, v, o, layer_attn);
+          break;
+        }
+        const std::size_t kv0 = cache.layer_offset(l), bk = static_cast<std::size_t>(cache.q8_block_);
+        const std::int64_t cap = cache.capacity();
+        const ConstQ8Tensor4 k{
+            {1, H, cap, D}, cache.q8_block_, cache.q8_values_.data() + kv0, cache.q8_scales_.data() + kv0 / bk};
+        const ConstQ8Tensor4 v{{1, H, cap, D},
+                               cache.q8_block_,
+                               cache.q8_values_.data() + kv0 + cache.plane(),
+                               cache.q8_scales_.data() + (kv0 + cache.plane()) / bk};
+        const std::int64_t lengths[1] = {Tk};
+        layer_attn.key_lengths = lengths;
+        if (!silence_bias.empty()) {
+          // The key axis is the cache's capacity here; keys past Tk are cut by key_lengths.
+          silence_q8.assign(cap, 0.0f);
+          std::copy(silence_bias.begin(), silence_bias.end(), silence_q8.begin());
+          ConstTensor4 bq;
+          bq.data = silence_q8.data();
+          bq.shape = {1, 1, 1, cap};
+          bq.strides = {0, 0, 0, 1};
+          layer_attn.bias = bq;
+        }
+        attention_q8kv(q, k, v, o, layer_attn);
+        break;
+      }
+    }
 
     if (trace) {
       AttentionTrace& at = trace->layers[l];
@@ -197,10 +256,17 @@ std::vector<float> GptModel::forward(std::span<const std::int32_t> ids, KvCache&
       at.v.assign(select.v ? nk * Tk * D : 0, 0.0f);
       at.out.assign(select.out ? nk * T * D : 0, 0.0f);
       at.weights.assign(select.weights ? nk * T * Tk : 0, 0.0f);
+      if (nk && (select.k || select.v)) {
+        kv_rows.resize(2 * static_cast<std::size_t>(Tk) * C);
+        cache.read_rows(l, false, 0, Tk, kv_rows.data());
+        cache.read_rows(l, true, 0, Tk, kv_rows.data() + static_cast<std::size_t>(Tk) * C);
+      }
+      const float* kc = kv_rows.data();
+      const float* vc = kv_rows.data() + static_cast<std::size_t>(Tk) * C;
       for (std::size_t n = 0; n < nk; ++n) {
         const int hh = at.heads[n];
         for (int t = 0; t < T; ++t) {
-          if (select.q) std::memcpy(&at.q[(n * T + t) * D], q.data + t * S3 + hh * D, sizeof(float) * D);
+          if (select.q) std::memcpy(&at.q[(n * T + t) * D], qbase + t * S3 + hh * D, sizeof(float) * D);
           if (select.out)
             std::memcpy(&at.out[(n * T + t) * D], att.data() + static_cast<std::size_t>(t) * C + hh * D,
                         sizeof(float) * D);
@@ -240,7 +306,7 @@ std::vector<float> GptModel::forward(std::span<const std::int32_t> ids, KvCache&
 }
 
 std::vector<float> GptModel::logits(std::span<const std::int32_t> ids) const {
-  KvCache cache(config_, std::max<int>(1, static_cast<int>(ids.size())));
+  KvCache cache = make_cache(std::max<int>(1, static_cast<int>(ids.size())));
   ForwardOptions o;
   o.all_logits = true;
   return forward(ids, cache, o);

@@ -126,8 +126,29 @@ def random_weights(cfg, seed):
     return w
 
 
-def torch_logits(cfg, w, ids):
-    """GPT-2 forward in PyTorch, float64, every position: [T, V]."""
+def bf16_round(t):
+    """float64 -> float32 -> bfloat16 (nearest, ties to even) -> float64: a bf16 KV cache's rounding."""
+    return t.to(torch.float32).to(torch.bfloat16).to(torch.float64)
+
+
+def q8_round(t, block):
+    """Each row's blocks of `block` values through the q8 format (jomoim/engine/quant.hpp), computed
+    the way jomoim computes it in float32: d = amax / 127, q = rint(x * (1 / d)), x' = d * q."""
+    x = t.numpy().astype(np.float32)
+    shape = x.shape
+    xb = x.reshape(-1, block)
+    amax = np.abs(xb).max(axis=1, keepdims=True)
+    d = (amax / np.float32(127)).astype(np.float32)
+    inv = np.where(d > 0, np.float32(1) / np.where(d > 0, d, np.float32(1)), np.float32(0)).astype(np.float32)
+    q = np.clip(np.rint(xb * inv), -127, 127).astype(np.float32)
+    return torch.from_numpy((d * q).astype(np.float32).reshape(shape).astype(np.float64))
+
+
+def torch_logits(cfg, w, ids, kv="f32"):
+    """GPT-2 forward in PyTorch, float64, every position: [T, V]. kv: the KV cache format whose
+    rounding is applied to what attention reads (jomoim/model/model.hpp's KvFormat): "f32" none;
+    "bf16" queries, keys and values rounded to bf16; "q8" keys and values through q8 (blocks of
+    32 along head_dim, or 16 when 32 does not divide it)."""
     t = {k: torch.from_numpy(np.asarray(v, dtype=np.float64)) for k, v in w.items()}
     C, H = cfg["n_embd"], cfg["n_head"]
     D = C // H
@@ -145,6 +166,11 @@ def torch_logits(cfg, w, ids):
         q = q.view(T, H, D).transpose(0, 1)
         k = k.view(T, H, D).transpose(0, 1)
         v = v.view(T, H, D).transpose(0, 1)
+        if kv == "bf16":
+            q, k, v = bf16_round(q), bf16_round(k), bf16_round(v)
+        elif kv == "q8":
+            block = 32 if D % 32 == 0 else 16
+            k, v = q8_round(k, block), q8_round(v, block)
         s = (q @ k.transpose(-1, -2)) / math.sqrt(D)
         s = s.masked_fill(~mask, float("-inf"))
         o = torch.softmax(s, dim=-1) @ v
@@ -213,9 +239,43 @@ def make(outdir):
             cases.append({"ids": ids, "logits": fname})
         manifest["variants"].append({"name": var["name"], "dir": var["name"], "cases": cases,
                                      "vocab_size": vocab})
+    manifest["kv_formats"] = make_kv_formats(os.path.join(outdir, KV_FORMATS["name"]), outdir)
     with open(os.path.join(outdir, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1)
     make_long_context(os.path.join(outdir, LONG_CONTEXT["name"]))
+
+
+# A tiny F32 model whose head_dim (32) the q8 KV cache accepts, with the logits of each KV cache
+# format from the reference above (manifest "kv_formats"; test_gpt.cpp's GptTorch.KvFormats).
+KV_FORMATS = dict(name="kv_formats", cfg=dict(n_layer=2, n_head=2, n_embd=64, n_positions=40,
+                                              layer_norm_epsilon=1e-5, activation_function="gelu_new",
+                                              n_inner=None))
+
+
+def make_random_f32(d, base_cfg, seed):
+    """A model directory d of random F32 weights with the tiny tokenizer: (vocab, cfg, weights)."""
+    os.makedirs(d, exist_ok=True)
+    vocab = tiny_tokenizer(d)
+    cfg = dict(base_cfg, vocab_size=vocab, model_type="gpt2", n_ctx=base_cfg["n_positions"])
+    w = random_weights(cfg, seed=seed)
+    write_safetensors(os.path.join(d, "model.safetensors"), list(w.items()), "F32")
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2)
+    return vocab, cfg, w
+
+
+def make_kv_formats(d, outdir):
+    vocab, cfg, w = make_random_f32(d, KV_FORMATS["cfg"], seed=2468)
+    rng = np.random.default_rng(1357)
+    cases = []
+    for j, T in enumerate([1, 5, 17, cfg["n_positions"]]):
+        ids = rng.integers(0, vocab, size=T).tolist()
+        files = {}
+        for kv in ("f32", "bf16", "q8"):
+            files[kv] = f"kv_formats_{kv}_logits_{j}.npy"
+            write_npy(os.path.join(outdir, files[kv]), torch_logits(cfg, w, ids, kv))
+        cases.append({"ids": ids, "logits": files})
+    return {"dir": KV_FORMATS["name"], "vocab_size": vocab, "cases": cases}
 
 
 # A tiny model with GPT-2's context of 1024 positions, for the explorer page's long-prompt test
@@ -226,13 +286,8 @@ LONG_CONTEXT = dict(name="long_context", cfg=dict(n_layer=2, n_head=4, n_embd=32
 
 
 def make_long_context(d):
-    os.makedirs(d, exist_ok=True)
-    vocab = tiny_tokenizer(d)
-    cfg = dict(LONG_CONTEXT["cfg"], vocab_size=vocab, model_type="gpt2", n_ctx=LONG_CONTEXT["cfg"]["n_positions"])
-    w = random_weights(cfg, seed=4321)
-    write_safetensors(os.path.join(d, "model.safetensors"), list(w.items()), "F32")
-    with open(os.path.join(d, "config.json"), "w") as f:
-        json.dump(cfg, f, indent=2)
+    make_random_f32(d, LONG_CONTEXT["cfg"], seed=4321)
+
 
 def load_variant(root, name):
     """A fixture written by this script: (its directory, config, the weights as stored, i.e. after

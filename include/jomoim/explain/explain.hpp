@@ -202,6 +202,7 @@ struct ExplainPrompt {
 };
 struct Explanation {
   GptConfig config;
+  KvFormat kv_cache = KvFormat::f32;  // the format of the passes' KV caches (GptModel::kv_format)
   std::string model_name;
   ExplainOptions options;  // as asked, silence sorted and unique
   ExplainPrompt main;

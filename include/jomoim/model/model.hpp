@@ -16,8 +16,10 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "jomoim/core/tensor.hpp"
@@ -75,31 +77,66 @@ struct GptParams {
   LayerNormParams ln_f;
 };
 
+// How a KV cache stores keys and values (the `--kv-cache` option of the model commands).
+//   f32   float32 rows, as the projection computed them: 4 bytes per value.
+//   bf16  each value rounded to bfloat16 (nearest, ties to even): 2 bytes per value. The new
+//         tokens' queries are rounded to bf16 too, and attention runs on the 16-bit inputs
+//         (jomoim::attention's bf16 overload: float32 scores, softmax and accumulation).
+//   q8    the engine's q8 format (jomoim/engine/quant.hpp): per key/value row of each head,
+//         blocks of 32 values (16 when head_dim is not a multiple of 32) with one float scale;
+//         1.125 bytes per value at block 32. Queries stay float32 (attention_q8kv).
+enum class KvFormat : std::uint8_t { f32, bf16, q8 };
+const char* kv_format_name(KvFormat f);
+// "f32", "bf16", "q8" (also "float32", "bfloat16"); nullopt for anything else.
+std::optional<KvFormat> parse_kv_format(std::string_view s);
+
 // Keys and values of every layer for the tokens seen so far, so that a new token costs one
-// pass over the weights instead of a recompute. Layout per layer: [capacity, n_embd] rows
-// (head h at columns h*head_dim...), which the attention engine reads as a [1, H, n, D] view.
-// Memory: 2 * n_layer * capacity * n_embd floats, allocated once in the constructor.
+// pass over the weights instead of a recompute, in one of the KvFormats. Layout per layer:
+// f32 and bf16 hold [capacity, n_embd] rows (head h at columns h*head_dim...), which the
+// attention engine reads as a [1, H, n, D] strided view; q8 holds each head's rows together,
+// C-order [H, capacity, D] values and [H, capacity, D / block] scales, the layout of a q8
+// tensor [1, H, capacity, D] whose first size() keys are valid (attention gets key_lengths).
+// Memory, allocated once in the constructor: 2 * n_layer * capacity * n_embd values of the
+// format (plus the q8 scales).
 class KvCache {
  public:
   KvCache() = default;
-  KvCache(const GptConfig& config, int capacity);
+  // Throws Error for a non-positive capacity, or q8 with a head_dim that is not a multiple of 16.
+  KvCache(const GptConfig& config, int capacity, KvFormat format = KvFormat::f32);
+  KvFormat format() const { return format_; }
   int size() const { return size_; }
   int capacity() const { return capacity_; }
   void clear() { size_ = 0; }
   void truncate(int n);  // forget tokens from position n on (0 <= n <= size)
-  float* keys(int layer) { return data_.data() + layer_offset(layer); }
-  float* values(int layer) { return keys(layer) + static_cast<std::size_t>(capacity_) * n_embd_; }
-  const float* keys(int layer) const { return data_.data() + layer_offset(layer); }
-  const float* values(int layer) const { return keys(layer) + static_cast<std::size_t>(capacity_) * n_embd_; }
-  std::size_t bytes() const { return data_.size() * sizeof(float); }
+  // The float32 rows of an f32 cache (throw Error for the other formats; see read_rows).
+  float* keys(int layer);
+  float* values(int layer);
+  const float* keys(int layer) const;
+  const float* values(int layer) const;
+  // Rows [first, first + n) of a layer's keys (or values) as float32 [n, n_embd], in any format:
+  // exactly what attention reads (bf16 widened, q8 dequantized as d * q).
+  void read_rows(int layer, bool values, int first, int n, float* out) const;
+  // The q8 block size (values per scale); 0 for the other formats.
+  int q8_block() const { return q8_block_; }
+  // Bytes of keys and values (and q8 scales) held.
+  std::size_t bytes() const;
 
  private:
   friend class GptModel;
   std::size_t layer_offset(int layer) const {
     return static_cast<std::size_t>(layer) * 2 * static_cast<std::size_t>(capacity_) * n_embd_;
   }
-  std::vector<float> data_;
-  int n_layer_ = 0, n_embd_ = 0, capacity_ = 0, size_ = 0;
+  std::size_t plane() const { return static_cast<std::size_t>(capacity_) * n_embd_; }  // values of one K or V
+  // Stores rows [pos, pos + n) of layer `layer` from k and v ([n, *] rows of `stride` floats,
+  // n_embd values each), converting to the format. q8 throws Error on a non-finite value before
+  // writing anything of that call's rows.
+  void write_rows(int layer, int pos, int n, const float* k, const float* v, std::int64_t stride);
+  std::vector<float> data_;             // f32
+  std::vector<std::uint16_t> data16_;   // bf16
+  std::vector<std::int8_t> q8_values_;  // q8: per layer K then V, each [H, capacity, D]
+  std::vector<float> q8_scales_;        // q8: per layer K then V, each [H, capacity, D / block]
+  KvFormat format_ = KvFormat::f32;
+  int n_layer_ = 0, n_embd_ = 0, n_head_ = 0, capacity_ = 0, size_ = 0, q8_block_ = 0;
 };
 
 // What one forward pass computed inside attention, recorded only when asked for (the
@@ -185,6 +222,12 @@ class GptModel {
   // Threads for attention and for OpenBLAS (0: OpenMP's default). Process-wide for OpenBLAS.
   void set_threads(int threads);
   int threads() const { return threads_; }
+  // The format of the KV caches that make_cache() creates (f32 unless set; see KvFormat).
+  // Throws Error for q8 when head_dim is not a multiple of 16.
+  void set_kv_format(KvFormat format);
+  KvFormat kv_format() const { return kv_format_; }
+  // A cache for this model in its kv_format(), for `capacity` tokens.
+  KvCache make_cache(int capacity) const { return KvCache(config_, capacity, kv_format_); }
 
   // Runs `ids` at positions cache.size()... through the model, appends their keys and values to
   // the cache and returns logits ([vocab], or [T, vocab] with options.all_logits). Throws
@@ -201,6 +244,7 @@ class GptModel {
   std::vector<std::shared_ptr<const void>> owners_;
   std::size_t copied_bytes_ = 0;
   int threads_ = 0;
+  KvFormat kv_format_ = KvFormat::f32;
 };
 
 // Writes a model directory the way Hugging Face does for GPT-2 (config.json and

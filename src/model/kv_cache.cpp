@@ -1,0 +1,150 @@
+// The KV cache in its three formats (see KvCache and KvFormat in jomoim/model/model.hpp).
+#include <cstring>
+#include <string>
+
+#include "jomoim/core/half.hpp"
+#include "jomoim/engine/quant.hpp"
+#include "jomoim/model/model.hpp"
+
+namespace jomoim {
+
+const char* kv_format_name(KvFormat f) {
+  switch (f) {
+    case KvFormat::f32:
+      return "f32";
+    case KvFormat::bf16:
+      return "bf16";
+    case KvFormat::q8:
+      return "q8";
+  }
+  return "?";
+}
+
+std::optional<KvFormat> parse_kv_format(std::string_view s) {
+  if (s == "f32" || s == "float32") return KvFormat::f32;
+  if (s == "bf16" || s == "bfloat16") return KvFormat::bf16;
+  if (s == "q8") return KvFormat::q8;
+  return std::nullopt;
+}
+
+namespace {
+// The q8 block of a head_dim: 32 (ggml's Q8_0) where it divides D, else 16; 0 when neither does.
+int q8_block_for(int head_dim) { return head_dim % 32 == 0 ? 32 : head_dim % 16 == 0 ? 16 : 0; }
+}  // namespace
+
+KvCache::KvCache(const GptConfig& config, int capacity, KvFormat format)
+    : format_(format), n_layer_(config.n_layer), n_embd_(config.n_embd), n_head_(config.n_head), capacity_(capacity) {
+  if (capacity <= 0) throw Error("KV cache: capacity must be positive, got " + std::to_string(capacity));
+  const std::size_t n = static_cast<std::size_t>(n_layer_) * 2 * capacity_ * n_embd_;
+  switch (format) {
+    case KvFormat::f32:
+      data_.assign(n, 0.0f);
+      break;
+    case KvFormat::bf16:
+      data16_.assign(n, 0);
+      break;
+    case KvFormat::q8:
+      q8_block_ = q8_block_for(config.head_dim());
+      if (q8_block_ == 0)
+        throw Error("KV cache: q8 needs a head_dim that is a multiple of 16, the model's is " +
+                    std::to_string(config.head_dim()));
+      q8_values_.assign(n, 0);
+      q8_scales_.assign(n / q8_block_, 0.0f);
+      break;
+  }
+}
+
+void KvCache::truncate(int n) {
+  if (n < 0 || n > size_)
+    throw Error("KV cache: cannot truncate to " + std::to_string(n) + " tokens (holds " + std::to_string(size_) + ")");
+  size_ = n;
+}
+
+namespace {
+[[noreturn]] void not_f32(KvFormat f) {
+  throw Error(std::string("KV cache: float32 rows exist only in an f32 cache, this one is ") + kv_format_name(f) +
+              " (read_rows widens any format)");
+}
+}  // namespace
+
+float* KvCache::keys(int layer) {
+  if (format_ != KvFormat::f32) not_f32(format_);
+  return data_.data() + layer_offset(layer);
+}
+float* KvCache::values(int layer) { return keys(layer) + plane(); }
+const float* KvCache::keys(int layer) const {
+  if (format_ != KvFormat::f32) not_f32(format_);
+  return data_.data() + layer_offset(layer);
+}
+const float* KvCache::values(int layer) const { return keys(layer) + plane(); }
+
+std::size_t KvCache::bytes() const {
+  return data_.size() * sizeof(float) + data16_.size() * sizeof(std::uint16_t) + q8_values_.size() +
+         q8_scales_.size() * sizeof(float);
+}
+
+void KvCache::write_rows(int layer, int pos, int n, const float* k, const float* v, std::int64_t stride) {
+  const int C = n_embd_;
+  const std::size_t base = layer_offset(layer);
+  switch (format_) {
+    case KvFormat::f32:
+      for (int t = 0; t < n; ++t) {
+        std::memcpy(&data_[base + static_cast<std::size_t>(pos + t) * C], k + t * stride, sizeof(float) * C);
+        std::memcpy(&data_[base + plane() + static_cast<std::size_t>(pos + t) * C], v + t * stride, sizeof(float) * C);
+      }
+      return;
+    case KvFormat::bf16:
+      for (int t = 0; t < n; ++t) {
+        std::uint16_t* kd = &data16_[base + static_cast<std::size_t>(pos + t) * C];
+        std::uint16_t* vd = kd + plane();
+        for (int i = 0; i < C; ++i) {
+          kd[i] = bf16_from_float(k[t * stride + i]);
+          vd[i] = bf16_from_float(v[t * stride + i]);
+        }
+      }
+      return;
+    case KvFormat::q8: {
+      const int H = n_head_, D = C / H, nb = D / q8_block_;
+      for (int which = 0; which < 2; ++which) {
+        const float* src = which ? v : k;
+        const std::size_t vb = base + (which ? plane() : 0);
+        for (int h = 0; h < H; ++h) {
+          ConstTensor4 x{src + h * D, {1, 1, n, D}, {0, 0, stride, 1}};
+          const std::size_t row0 = static_cast<std::size_t>(h) * capacity_ + pos;  // in [H, capacity]
+          Q8Tensor4 dst{{1, 1, n, D}, q8_block_, &q8_values_[vb + row0 * D], &q8_scales_[vb / q8_block_ + row0 * nb]};
+          quantize_q8(x, dst);  // throws (naming the value) on a non-finite one
+        }
+      }
+      return;
+    }
+  }
+}
+
+void KvCache::read_rows(int layer, bool values, int first, int n, float* out) const {
+  if (first < 0 || n < 0 || first + n > capacity_)
+    throw Error("KV cache: rows [" + std::to_string(first) + ", " + std::to_string(first + n) +
+                ") are outside the capacity of " + std::to_string(capacity_));
+  const int C = n_embd_;
+  const std::size_t base = layer_offset(layer) + (values ? plane() : 0);
+  switch (format_) {
+    case KvFormat::f32:
+      std::memcpy(out, &data_[base + static_cast<std::size_t>(first) * C], sizeof(float) * n * C);
+      return;
+    case KvFormat::bf16:
+      for (std::size_t i = 0, m = static_cast<std::size_t>(n) * C; i < m; ++i)
+        out[i] = bf16_to_float(data16_[base + static_cast<std::size_t>(first) * C + i]);
+      return;
+    case KvFormat::q8: {
+      const int H = n_head_, D = C / H, nb = D / q8_block_;
+      for (int h = 0; h < H; ++h) {
+        const std::size_t row0 = static_cast<std::size_t>(h) * capacity_ + first;
+        ConstQ8Tensor4 src{
+            {1, 1, n, D}, q8_block_, &q8_values_[base + row0 * D], &q8_scales_[base / q8_block_ + row0 * nb]};
+        dequantize_q8(src, Tensor4{out + h * D, {1, 1, n, D}, {0, 0, C, 1}});
+      }
+      return;
+    }
+  }
+}
+
+}  // namespace jomoim
