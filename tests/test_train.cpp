@@ -167,6 +167,42 @@ TEST(Backward, GradientsAccumulateAndScale) {
   EXPECT_THROW(m.loss_and_grad(bad, 3, 5), Error);
 }
 
+// --wpe-init sinusoidal: wpe holds the scaled sines and cosines, every other tensor the numbers
+// of the normal initialisation (the same draws), and the row norm is N(0, 0.02)'s expectation.
+TEST(Init, SinusoidalPositionEmbedding) {
+  GptConfig c;
+  c.n_layer = 2;
+  c.n_head = 2;
+  c.n_embd = 10;
+  c.n_positions = 7;
+  c.vocab_size = 11;
+  const GptTrainable normal(c, 3), sines(c, 3, true);
+  ASSERT_EQ(normal.values().size(), sines.values().size());
+  const double s = 0.02 * std::sqrt(2.0);
+  int wpe_seen = 0;
+  for (const auto& t : normal.layout()) {
+    const float* a = normal.values().data() + t.offset;
+    const float* b = sines.values().data() + t.offset;
+    if (t.name != "wpe.weight") {
+      for (std::size_t i = 0; i < t.size; ++i) ASSERT_EQ(a[i], b[i]) << t.name << " " << i;
+      continue;
+    }
+    ++wpe_seen;
+    for (int p = 0; p < c.n_positions; ++p) {
+      double norm2 = 0;
+      for (int i = 0; i < c.n_embd / 2; ++i) {
+        const double w = std::pow(10000.0, -2.0 * i / c.n_embd);
+        EXPECT_NEAR(b[p * c.n_embd + 2 * i], s * std::sin(p * w), 1e-8) << p << " " << i;
+        EXPECT_NEAR(b[p * c.n_embd + 2 * i + 1], s * std::cos(p * w), 1e-8) << p << " " << i;
+        norm2 += b[p * c.n_embd + 2 * i] * b[p * c.n_embd + 2 * i] +
+                 b[p * c.n_embd + 2 * i + 1] * b[p * c.n_embd + 2 * i + 1];
+      }
+      EXPECT_NEAR(std::sqrt(norm2), 0.02 * std::sqrt(c.n_embd), 1e-6);
+    }
+  }
+  EXPECT_EQ(wpe_seen, 1);
+}
+
 TEST(Optimizer, AdamWClipAndSchedule) {
   GptTrainable m(tiny(), 1);
   std::fill(m.grads().begin(), m.grads().end(), 0.0f);

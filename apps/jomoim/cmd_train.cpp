@@ -37,6 +37,7 @@ struct TrainArgs {
   std::vector<std::string> data, val_data;
   std::string documents = "file";
   std::string matmul = "auto";
+  std::string wpe_init = "normal";
   std::string out, tokenizer;
   int log_every = 10;
 };
@@ -45,6 +46,7 @@ void run_train(TrainArgs& a) {
   for (const auto& d : a.data) a.o.data.emplace_back(d);
   for (const auto& d : a.val_data) a.o.val_data.emplace_back(d);
   a.o.documents = a.documents == "eot" ? Documents::eot : Documents::file;
+  a.o.sinusoidal_wpe = a.wpe_init == "sinusoidal";
   a.o.matmul =
       a.matmul == "bf16" || (a.matmul == "auto" && bf16_matmul_native()) ? MatmulPrecision::bf16 : MatmulPrecision::f32;
   a.o.out = a.out;
@@ -176,6 +178,11 @@ void add_train_command(CLI::App& app) {
   sub->add_option("--save-every", o.save_every, "steps between checkpoints")->capture_default_str();
   sub->add_option("--seed", o.seed, "seed of initialisation and batch order")->capture_default_str();
   sub->add_option("--threads", o.threads, threads_help)->capture_default_str();
+  sub->add_option("--wpe-init", a->wpe_init,
+                  "how a new run starts the position embedding: normal (N(0, 0.02), as GPT-2), or sinusoidal "
+                  "(the Transformer paper's sines and cosines at that scale; learned from there)")
+      ->check(CLI::IsMember({"normal", "sinusoidal"}))
+      ->capture_default_str();
   sub->add_option("--matmul", a->matmul,
                   "input precision of the training products: f32, bf16 (rounded inputs; float32 accumulation, "
                   "weights, gradients and optimizer), auto: bf16 where the CPU has AVX512_BF16")

@@ -172,7 +172,7 @@ std::vector<ParamTensor> param_layout(const GptConfig& c) {
   return t;
 }
 
-GptTrainable::GptTrainable(const GptConfig& config, std::uint64_t seed)
+GptTrainable::GptTrainable(const GptConfig& config, std::uint64_t seed, bool sinusoidal_wpe)
     : config_(config), layout_(param_layout(config)) {
   values_.assign(layout_.back().offset + layout_.back().size, 0.0f);
   grads_.assign(values_.size(), 0.0f);
@@ -187,7 +187,18 @@ GptTrainable::GptTrainable(const GptConfig& config, std::uint64_t seed)
       for (std::size_t i = 0; i < t.size; ++i) p[i] = static_cast<float>(sd * normal.next());
     } else if (is_weight) {  // LayerNorm gains
       std::fill(p, p + t.size, 1.0f);
-    }  // biases stay 0
+    }                                                // biases stay 0
+    if (sinusoidal_wpe && t.name == "wpe.weight") {  // drawn above too, so later tensors are unchanged
+      const int C = config.n_embd;
+      const double s = 0.02 * std::sqrt(2.0);
+      for (int pos = 0; pos < config.n_positions; ++pos)
+        for (int i = 0; 2 * i < C; ++i) {
+          const double w = std::pow(10000.0, -2.0 * i / C);
+          p[static_cast<std::size_t>(pos) * C + 2 * i] = static_cast<float>(s * std::sin(pos * w));
+          if (2 * i + 1 < C)
+            p[static_cast<std::size_t>(pos) * C + 2 * i + 1] = static_cast<float>(s * std::cos(pos * w));
+        }
+    }
   }
 }
 

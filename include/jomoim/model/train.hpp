@@ -44,7 +44,11 @@ class GptTrainable {
  public:
   // GPT-2's initialisation: N(0, 0.02) for matrices and embeddings, projections into the
   // residual stream scaled by 1/sqrt(2 n_layer), zero biases, unit LayerNorm gains.
-  GptTrainable(const GptConfig& config, std::uint64_t seed);
+  // sinusoidal_wpe: the position embedding starts instead as the Transformer paper's sinusoids
+  // (wpe[p, 2i] = s sin(p w_i), wpe[p, 2i + 1] = s cos(p w_i), w_i = 10000^(-2i / n_embd)),
+  // scaled (s = 0.02 sqrt 2) to N(0, 0.02)'s expected row norm; still learned like any weight.
+  // Every other tensor gets the same numbers either way.
+  GptTrainable(const GptConfig& config, std::uint64_t seed, bool sinusoidal_wpe = false);
   // Copies the weights of a loaded model (to continue training it).
   explicit GptTrainable(const GptModel& model);
 
