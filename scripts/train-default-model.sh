@@ -14,22 +14,23 @@ bash scripts/setup.sh
 bash scripts/build.sh release
 bash scripts/make-corpus.sh
 
-# Two phases, one run (one cosine schedule over 12,000 steps): steps 1-7,030 on the corpus as it
-# is (--stop-at 7030), then, resumed from that checkpoint, steps 7,031-12,000 on its "echo"
+# Two phases, one run (one cosine schedule over 12,000 steps): steps 1-1,000 on the corpus as it
+# is (--stop-at 1000), then, resumed from that checkpoint, steps 1,001-12,000 on its "echo"
 # version (scripts/corpus/echo.py: every third passage said twice), where in-context copying
-# pays off (induction heads; see models/default/README.md).
+# pays off (induction heads; see models/default/README.md). 8 heads of 32 per layer, and the
+# position embedding starts as sinusoids (--wpe-init sinusoidal; learned from there).
 TRAIN=(build/release/jomoim train --val-data data/corpus/out/heldout.txt
   --documents eot --out build/default-model
-  --vocab-size 8192 --layers 4 --heads 4 --embd 256 --context 256
+  --vocab-size 8192 --layers 4 --heads 8 --embd 256 --context 256 --wpe-init sinusoidal
   --batch 16 --seq 256 --steps 12000 --lr 1e-3 --min-lr 1e-4 --warmup 200
   --weight-decay 0.1 --clip 1.0 --eval-every 500 --eval-batches 16
   --save-every 500 --seed 1 --threads 2)
 /usr/bin/python3 scripts/corpus/echo.py data/corpus/out/train.txt data/corpus/out/train-echo.txt
 step_of() { /usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["step"])' build/default-model/trainer.json 2>/dev/null || echo 0; }
 resume=(); [ -f build/default-model/trainer.json ] && resume=(--resume)
-if [ "$(step_of)" -lt 7030 ]; then
-  echo "== training, phase 1 (to step 7030): data/corpus/out/train.txt"
-  "${TRAIN[@]}" --data data/corpus/out/train.txt --stop-at 7030 "${resume[@]}" "$@"
+if [ "$(step_of)" -lt 1000 ]; then
+  echo "== training, phase 1 (to step 1000): data/corpus/out/train.txt"
+  "${TRAIN[@]}" --data data/corpus/out/train.txt --stop-at 1000 "${resume[@]}" "$@"
 fi
 echo "== training, phase 2 (to step 12000): data/corpus/out/train-echo.txt"
 "${TRAIN[@]}" --data data/corpus/out/train-echo.txt --resume "$@"
