@@ -4,7 +4,7 @@ distributions move, and what decoding costs.
 
     PYTHONPATH=build/release/python /usr/bin/python3 bench/kv_cache.py [--model models/default]
         [--windows 16] [--jomoim build/release/jomoim] [--threads 2] [--rounds 3]
-        [--small-dir /tmp/jomoim-explain-small] [--no-small]
+        [--small-dir /tmp/jomoim-explain-small] [--no-small] [--no-speed]
 
 Accuracy: the held-out text (data/corpus/out/heldout.txt, scripts/make-corpus.sh; else README.md)
 is tokenized, joined and cut into --windows consecutive windows of the model's context; each
@@ -123,10 +123,13 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--small-dir", default="/tmp/jomoim-explain-small")
     ap.add_argument("--no-small", action="store_true")
+    ap.add_argument("--no-speed", action="store_true", help="accuracy only")
     args = ap.parse_args()
     import jomoim
     print(f"Machine: {cpu_line()}; jomoim SIMD target {jomoim.active_simd_target()}")
     accuracy(args, jomoim)
+    if args.no_speed:
+        return
     with open(os.path.join(args.model, "config.json")) as f:
         ctx = json.load(f)["n_positions"]
     bench(args, args.model, ctx // 2, 64)
