@@ -104,9 +104,16 @@ std::vector<float> GptModel::forward(std::span<const std::int32_t> ids, KvCache&
       ff(static_cast<std::size_t>(T) * F);
   std::vector<float> probs;        // traced passes only: one layer's softmax weights [H, T, Tk]
   std::vector<std::uint16_t> q16;  // bf16 cache: the new tokens' queries rounded [T, C]
-  std::vector<float> kv_scratch;   // q8 cache, traced: one layer's dequantized K and V [2, Tk, C]
   std::vector<float> kv_rows;      // traced: one layer's K and V as attention read them [2, Tk, C]
-  std::vector<float> silence_q8;   // q8 cache: the silencing bias over the capacity
+  int kv_rows_layer = -1;          // the layer kv_rows holds (read once per layer)
+  auto widen_kv = [&](int layer) {
+    if (kv_rows_layer == layer) return;
+    kv_rows.resize(2 * static_cast<std::size_t>(Tk) * C);
+    cache.read_rows(layer, false, 0, Tk, kv_rows.data());
+    cache.read_rows(layer, true, 0, Tk, kv_rows.data() + static_cast<std::size_t>(Tk) * C);
+    kv_rows_layer = layer;
+  };
+  std::vector<float> silence_q8;  // q8 cache: the silencing bias over the capacity
 
   // Token + position embeddings.
   if (trace) {
@@ -204,12 +211,10 @@ std::vector<float> GptModel::forward(std::span<const std::int32_t> ids, KvCache&
         if (trace) {
           // attention_q8kv returns no weights: a traced pass runs the float32 kernel on the
           // dequantized keys and values (the same numbers, d * q; the same float32 tolerance).
-          kv_scratch.resize(2 * static_cast<std::size_t>(Tk) * C);
-          cache.read_rows(l, false, 0, Tk, kv_scratch.data());
-          cache.read_rows(l, true, 0, Tk, kv_scratch.data() + static_cast<std::size_t>(Tk) * C);
-          const ConstTensor4 k = layers::heads<const float>(kv_scratch.data(), 1, H, Tk, D, C);
+          widen_kv(l);
+          const ConstTensor4 k = layers::heads<const float>(kv_rows.data(), 1, H, Tk, D, C);
           const ConstTensor4 v =
-              layers::heads<const float>(kv_scratch.data() + static_cast<std::size_t>(Tk) * C, 1, H, Tk, D, C);
+              layers::heads<const float>(kv_rows.data() + static_cast<std::size_t>(Tk) * C, 1, H, Tk, D, C);
           attention(q, k, v, o, layer_attn);
           break;
         }
@@ -257,9 +262,7 @@ std::vector<float> GptModel::forward(std::span<const std::int32_t> ids, KvCache&
       at.out.assign(select.out ? nk * T * D : 0, 0.0f);
       at.weights.assign(select.weights ? nk * T * Tk : 0, 0.0f);
       if (nk && (select.k || select.v)) {
-        kv_rows.resize(2 * static_cast<std::size_t>(Tk) * C);
-        cache.read_rows(l, false, 0, Tk, kv_rows.data());
-        cache.read_rows(l, true, 0, Tk, kv_rows.data() + static_cast<std::size_t>(Tk) * C);
+        widen_kv(l);
       }
       const float* kc = kv_rows.data();
       const float* vc = kv_rows.data() + static_cast<std::size_t>(Tk) * C;
