@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -173,6 +174,52 @@ TEST(GptTorch, KvFormatsMatchTheirRoundedReference) {
   EXPECT_EQ(checked, 4 * 3 * 2);
 }
 
+TEST(GptTorch, WeightFormatsMatchTheirRoundedReference) {
+  // float64 PyTorch on the weights rounded as each format stores them (tiny_gpt2.py's
+  // rounded_weights): prompts and token-by-token decode, 1 and 2 threads.
+  const char* root = std::getenv("JOMOIM_TINY_GPT2");
+  if (!root) GTEST_SKIP() << "JOMOIM_TINY_GPT2 not set (needs python3-torch)";
+  std::ifstream in(fs::path(root) / "manifest.json");
+  ASSERT_TRUE(in);
+  const auto m = nlohmann::json::parse(in);
+  const auto& kf = m["kv_formats"];
+  const fs::path dir = fs::path(root) / kf["dir"].get<std::string>();
+  const int V = kf["vocab_size"];
+  int checked = 0;
+  for (const auto& c : kf["cases"]) {
+    const auto ids = c["ids"].get<std::vector<std::int32_t>>();
+    const int T = static_cast<int>(ids.size());
+    const auto f32_ref = read_npy(fs::path(root) / c["logits"]["f32"].get<std::string>()).data;
+    for (const auto& [fmt, name] : {std::pair{WeightFormat::bf16, "bf16"}, {WeightFormat::q8, "q8"}}) {
+      ASSERT_TRUE(c["logits"].contains(std::string("weights_") + name));
+      const auto ref = read_npy(fs::path(root) / c["logits"][std::string("weights_") + name].get<std::string>()).data;
+      for (int threads : {1, 2}) {
+        GptModel model = GptModel::load(dir, fmt);
+        model.set_threads(threads);
+        ASSERT_EQ(model.weight_format(), fmt);
+        const auto got = model.logits(ids);
+        const double err = relative_error(got, ref);
+        // bf16: float32 sums of float32 products of the same rounded numbers, the f32 model's
+        // 1e-4. q8: its products also round the activations to int16 per block (matvec.cpp: at
+        // most 2^-16 of the block's largest value), which a random model's layers amplify: 5e-4.
+        const double tol = fmt == WeightFormat::q8 ? 5e-4 : 1e-4;
+        EXPECT_LE(err, tol) << name << " T=" << T << " threads=" << threads;
+        if (T > 1) {
+          EXPECT_LT(err * 10, relative_error(got, f32_ref)) << name << " T=" << T;
+        }
+        KvCache cache = model.make_cache(T);
+        std::span<const std::int32_t> all(ids);
+        for (int t = 0; t < T; ++t) {
+          const auto l = model.forward(all.subspan(t, 1), cache);
+          ASSERT_LE(relative_error(l, row(ref, t, V)), tol) << name << " step " << t << " threads=" << threads;
+        }
+        ++checked;
+      }
+    }
+  }
+  EXPECT_EQ(checked, 4 * 2 * 2);
+}
+
 TEST(GptTorch, F32CheckpointIsMappedNotCopied) {
   const auto cases = torch_cases();
   if (cases.empty()) GTEST_SKIP() << "JOMOIM_TINY_GPT2 not set (needs python3-torch)";
@@ -302,6 +349,215 @@ TEST(KvCacheFormat, TracedUntracedAndDecodingAgree) {
 
 // ---------------------------------------------------------------------------------------------
 // The runtime against itself and the engine's reference.
+
+// ---------------------------------------------------------------------------------------------
+// Weight formats (WeightFormat): a bf16 / q8 model computes what a float32 model computes on
+// the rounded weights (the same float32 arithmetic in another order), whatever path a pass
+// takes: a prompt (widened tiles and a GEMM), one token and a few tokens (the matvec kernels).
+
+// The float32 weights a format stores: each matrix row of one output (W^T's rows: GPT-2's Conv1D
+// [in, out] read by column) rounded as the format rounds it. The q8 reference goes through the
+// engine's public quantize_q8 / dequantize_q8 on a strided view (no packing code involved).
+void round_matrix(WeightFormat fmt, float* w, int in, int out, bool conv1d) {
+  const int rows = conv1d ? out : in, cols = conv1d ? in : out;  // outputs, inputs
+  if (fmt == WeightFormat::bf16) {
+    for (std::size_t i = 0; i < static_cast<std::size_t>(in) * out; ++i) w[i] = bf16_to_float(bf16_from_float(w[i]));
+    return;
+  }
+  Tensor4 v;
+  v.data = w;
+  v.shape = {1, 1, rows, cols};
+  v.strides = conv1d ? std::array<std::int64_t, 4>{0, 0, 1, rows} : std::array<std::int64_t, 4>{0, 0, cols, 1};
+  const Q8Buffer q = quantize_q8(ConstTensor4(v), cols % 32 == 0 ? 32 : 16);
+  dequantize_q8(q.view(), v);
+}
+
+jomoim::test::OwnedGpt rounded_copy(const jomoim::test::OwnedGpt& g, WeightFormat fmt) {
+  jomoim::test::OwnedGpt r = g;
+  r.storage = std::make_shared<std::vector<float>>(*g.storage);
+  auto at = [&](const float* p) { return r.storage->data() + (p - g.storage->data()); };
+  auto retarget = [&](GptParams& p) {
+    p.wte = at(p.wte);
+    p.wpe = at(p.wpe);
+    p.ln_f = {at(p.ln_f.weight), at(p.ln_f.bias)};
+    for (auto& b : p.blocks) {
+      b.ln_1 = {at(b.ln_1.weight), at(b.ln_1.bias)};
+      b.ln_2 = {at(b.ln_2.weight), at(b.ln_2.bias)};
+      b.c_attn = {at(b.c_attn.weight), at(b.c_attn.bias)};
+      b.c_proj = {at(b.c_proj.weight), at(b.c_proj.bias)};
+      b.c_fc = {at(b.c_fc.weight), at(b.c_fc.bias)};
+      b.mlp_proj = {at(b.mlp_proj.weight), at(b.mlp_proj.bias)};
+    }
+  };
+  retarget(r.params);
+  const int C = g.config.n_embd, F = g.config.inner(), V = g.config.vocab_size;
+  round_matrix(fmt, const_cast<float*>(r.params.wte), V, C, false);
+  for (auto& b : r.params.blocks) {
+    round_matrix(fmt, const_cast<float*>(b.c_attn.weight), C, 3 * C, true);
+    round_matrix(fmt, const_cast<float*>(b.c_proj.weight), C, C, true);
+    round_matrix(fmt, const_cast<float*>(b.c_fc.weight), C, F, true);
+    round_matrix(fmt, const_cast<float*>(b.mlp_proj.weight), F, C, true);
+  }
+  return r;
+}
+
+TEST(WeightFormats, EqualTheFloatModelOnTheRoundedWeights) {
+  // n_embd 32 (q8 blocks of 32), 48 (blocks of 16; odd vocabulary), 128 (products large enough
+  // to split across threads).
+  const GptConfig cfgs[] = {small_config(2, 4, 32, 40, 97), small_config(2, 3, 48, 40, 61),
+                            small_config(1, 4, 128, 40, 301)};
+  const std::vector<std::int32_t> ids = {3, 14, 15, 9, 26, 5, 35, 8, 59, 7, 9, 32, 38};
+  const int T = static_cast<int>(ids.size());
+  int checked = 0;
+  for (const GptConfig& cfg : cfgs) {
+    const auto g = random_gpt(cfg, 31 + cfg.n_embd);
+    const int V = cfg.vocab_size;
+    const auto unrounded = g.model().logits(ids);
+    for (const WeightFormat fmt : {WeightFormat::bf16, WeightFormat::q8}) {
+      const auto r = rounded_copy(g, fmt);
+      const auto want = r.model().logits(ids);
+      for (int threads : {1, 2}) {
+        GptModel m = g.model();
+        m.set_threads(threads);
+        m.set_weight_format(fmt);
+        ASSERT_EQ(m.weight_format(), fmt);
+        const std::string what = std::string(weight_format_name(fmt)) + " C=" + std::to_string(cfg.n_embd) +
+                                 " threads=" + std::to_string(threads);
+        const auto got = m.logits(ids);  // a prompt of 13 tokens
+        const double err = relative_error(got, want);
+        // q8's products of up to 2 rows round the activations to int16 per block (matvec.cpp).
+        const double tol = fmt == WeightFormat::q8 ? 5e-4 : 2e-5;
+        EXPECT_LE(err, tol) << what;
+        EXPECT_LT(err * 20, relative_error(got, unrounded)) << what << ": the weights were not rounded";
+        // One token at a time, then 1 + 3 + 4 + 5 tokens: every matvec row count and the GEMM path.
+        for (const std::vector<int>& steps : {std::vector<int>(T, 1), std::vector<int>{1, 3, 4, 5}}) {
+          KvCache cache = m.make_cache(T);
+          std::span<const std::int32_t> all(ids);
+          int t = 0;
+          for (int n : steps) {
+            ForwardOptions o;
+            o.all_logits = true;
+            const auto l = m.forward(all.subspan(t, n), cache, o);
+            for (int i = 0; i < n; ++i)
+              ASSERT_LE(relative_error(row(l, i, V), row(want, t + i, V)), tol) << what << " token " << t + i;
+            t += n;
+          }
+        }
+        ++checked;
+      }
+    }
+  }
+  EXPECT_EQ(checked, 3 * 2 * 2);
+}
+
+TEST(WeightFormats, HoldTheirBytesAndWidenToTheRoundedWeights) {
+  const GptConfig cfg = small_config(2, 4, 64, 40, 97);
+  const auto g = random_gpt(cfg, 41);
+  const std::size_t C = cfg.n_embd, F = cfg.inner(), V = cfg.vocab_size, P = cfg.n_positions, L = cfg.n_layer;
+  const std::size_t matrices = V * C + L * (3 * C * C + C * C + 2 * C * F);
+  const std::size_t rest = static_cast<std::size_t>(cfg.parameter_count()) - matrices;
+  EXPECT_EQ(rest, P * C + 2 * C + L * (4 * C + 3 * C + C + F + C));
+  for (const WeightFormat fmt : {WeightFormat::bf16, WeightFormat::q8}) {
+    GptModel m = g.model();
+    EXPECT_EQ(m.weight_bytes(), static_cast<std::size_t>(cfg.parameter_count()) * 4);
+    m.set_weight_format(fmt);
+    const std::size_t per = fmt == WeightFormat::bf16 ? 2 * matrices : matrices + matrices / 32 * 4;
+    EXPECT_EQ(m.weight_bytes(), per + rest * 4) << weight_format_name(fmt);
+    EXPECT_EQ(m.copied_bytes(), m.weight_bytes());
+    EXPECT_EQ(m.params().wte, nullptr);
+    EXPECT_EQ(m.params().blocks[0].c_fc.weight, nullptr);
+    ASSERT_NE(m.params().wpe, nullptr);
+    EXPECT_EQ(std::memcmp(m.params().wpe, g.params.wpe, sizeof(float) * P * C), 0);
+    // float_params: exactly the rounded numbers, in GPT-2's layout.
+    const auto r = rounded_copy(g, fmt);
+    const GptParams& fp = m.float_params();
+    EXPECT_EQ(&fp, &m.float_params());  // made once
+    EXPECT_EQ(std::memcmp(fp.wte, r.params.wte, sizeof(float) * V * C), 0) << weight_format_name(fmt);
+    for (std::size_t l = 0; l < L; ++l) {
+      EXPECT_EQ(std::memcmp(fp.blocks[l].c_attn.weight, r.params.blocks[l].c_attn.weight, sizeof(float) * 3 * C * C),
+                0);
+      EXPECT_EQ(std::memcmp(fp.blocks[l].mlp_proj.weight, r.params.blocks[l].mlp_proj.weight, sizeof(float) * F * C),
+                0);
+      EXPECT_EQ(std::memcmp(fp.blocks[l].c_fc.bias, g.params.blocks[l].c_fc.bias, sizeof(float) * F), 0);
+    }
+    // A traced pass records the embedding rows the pass used.
+    const std::vector<std::int32_t> ids = {5, 6, 7};
+    KvCache cache = m.make_cache(3);
+    ForwardTrace tr;
+    ForwardOptions o;
+    o.trace = &tr;
+    m.forward(ids, cache, o);
+    for (int t = 0; t < 3; ++t)
+      for (std::size_t i = 0; i < C; ++i) ASSERT_EQ(tr.token_embedding[t * C + i], fp.wte[ids[t] * C + i]);
+  }
+}
+
+TEST(WeightFormats, RefusalsAndNames) {
+  for (const auto& [s, f] : {std::pair{"f32", WeightFormat::f32},
+                             {"bf16", WeightFormat::bf16},
+                             {"q8", WeightFormat::q8},
+                             {"float32", WeightFormat::f32},
+                             {"bfloat16", WeightFormat::bf16}}) {
+    ASSERT_TRUE(parse_weight_format(s)) << s;
+    EXPECT_EQ(*parse_weight_format(s), f);
+  }
+  for (const char* s : {"", "q4", "Q8", "f16", "int8"}) EXPECT_FALSE(parse_weight_format(s)) << s;
+  EXPECT_STREQ(weight_format_name(WeightFormat::q8), "q8");
+
+  // q8 needs input widths that are multiples of 16: n_embd 40 is refused, the model unchanged.
+  const auto g40 = random_gpt(small_config(1, 4, 40, 20, 50), 3);
+  GptModel m40 = g40.model();
+  const std::vector<std::int32_t> ids = {1, 2, 3};
+  const auto before = m40.logits(ids);
+  try {
+    m40.set_weight_format(WeightFormat::q8);
+    ADD_FAILURE() << "q8 with n_embd 40 was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("multiples of 16"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("wte.weight"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(m40.weight_format(), WeightFormat::f32);
+  EXPECT_EQ(m40.logits(ids), before);
+  m40.set_weight_format(WeightFormat::bf16);  // bf16 takes any width
+  EXPECT_EQ(m40.weight_format(), WeightFormat::bf16);
+  m40.set_weight_format(WeightFormat::bf16);  // the format held: nothing to do
+  EXPECT_THROW(m40.set_weight_format(WeightFormat::q8), Error);
+  EXPECT_THROW(m40.set_weight_format(WeightFormat::f32), Error);
+
+  // A non-finite weight cannot be quantized: refused, naming the tensor.
+  auto g = random_gpt(small_config(), 4);
+  const_cast<float*>(g.params.blocks[1].c_fc.weight)[5] = std::numeric_limits<float>::infinity();
+  GptModel m = g.model();
+  try {
+    m.set_weight_format(WeightFormat::q8);
+    ADD_FAILURE() << "an infinite weight was quantized";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("h.1.mlp.c_fc.weight"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(m.weight_format(), WeightFormat::f32);
+}
+
+TEST(WeightFormats, LoadKeepsABf16CheckpointExactly) {
+  const auto cases = torch_cases();
+  if (cases.empty()) GTEST_SKIP() << "JOMOIM_TINY_GPT2 not set (needs python3-torch)";
+  int checked = 0;
+  for (const auto& c : cases) {
+    if (c.variant.rfind("bf16", 0) != 0) continue;  // the bf16 checkpoint(s)
+    const GptModel wide = GptModel::load(c.dir);
+    const GptModel kept = GptModel::load(c.dir, WeightFormat::bf16);
+    EXPECT_EQ(kept.weight_format(), WeightFormat::bf16);
+    const GptConfig& cfg = wide.config();
+    const std::size_t C = cfg.n_embd;
+    EXPECT_EQ(std::memcmp(kept.float_params().wte, wide.params().wte, sizeof(float) * cfg.vocab_size * C), 0);
+    EXPECT_EQ(std::memcmp(kept.float_params().blocks[0].c_attn.weight, wide.params().blocks[0].c_attn.weight,
+                          sizeof(float) * 3 * C * C),
+              0);
+    EXPECT_LE(relative_error(kept.logits(c.ids), wide.logits(c.ids)), 2e-5);
+    EXPECT_LT(kept.weight_bytes(), wide.weight_bytes() * 6 / 10);
+    ++checked;
+  }
+  EXPECT_GT(checked, 0);
+}
 
 TEST(Gpt, IncrementalDecodingEqualsFullRecompute) {
   for (auto cfg : {small_config(), small_config(3, 2, 16, 33, 50), small_config(1, 1, 8, 12, 5)}) {

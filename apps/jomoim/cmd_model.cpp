@@ -37,6 +37,7 @@ struct PredictArgs {
   int top = 10;
   int threads = 0;
   std::string kv_cache = "f32";
+  std::string weights = "f32";
   bool json = false;
 };
 
@@ -49,6 +50,7 @@ struct GenerateArgs {
   std::optional<std::uint64_t> seed;
   int threads = 0;
   std::string kv_cache = "f32";
+  std::string weights = "f32";
   bool ignore_eos = false;
   bool json = false;
 };
@@ -75,7 +77,7 @@ void run_predict(const PredictArgs& a) {
   if (a.top < 1) throw Error("--top must be at least 1, got " + std::to_string(a.top));
   const ModelDir dir = resolve_model_dir(a.model);
   const Tokenizer tok = Tokenizer::load_dir(dir.path);
-  GptModel model = GptModel::load(dir.path);
+  GptModel model = load_model(dir.path, a.weights);
   model.set_threads(a.threads);
   apply_kv_cache(model, a.kv_cache);
   const GptConfig& c = model.config();
@@ -90,6 +92,7 @@ void run_predict(const PredictArgs& a) {
     json j = {{"model", dir.path.string()},
               {"prompt", a.text},
               {"kv_cache", kv_format_name(model.kv_format())},
+              {"weights", weight_format_name(model.weight_format())},
               {"ids", ids},
               {"top", json::array()}};
     for (auto id : best)
@@ -98,8 +101,8 @@ void run_predict(const PredictArgs& a) {
     std::printf("%s\n", j.dump().c_str());
     return;
   }
-  std::printf("prompt: %zu tokens, forward pass %.1f ms (%s, %s KV cache)\n", ids.size(), ms, dir.path.string().c_str(),
-              kv_format_name(model.kv_format()));
+  std::printf("prompt: %zu tokens, forward pass %.1f ms (%s, %s weights, %s KV cache)\n", ids.size(), ms,
+              dir.path.string().c_str(), weight_format_name(model.weight_format()), kv_format_name(model.kv_format()));
   std::printf("%5s  %7s  %-24s  %s\n", "rank", "id", "token", "probability");
   for (std::size_t r = 0; r < best.size(); ++r) {
     const std::string t = "\"" + printable_text(tok.token_bytes(best[r])) + "\"";
@@ -118,7 +121,7 @@ void run_generate(const GenerateArgs& a) {
   go.validate();
   const ModelDir dir = resolve_model_dir(a.model);
   const Tokenizer tok = Tokenizer::load_dir(dir.path);
-  GptModel model = GptModel::load(dir.path);
+  GptModel model = load_model(dir.path, a.weights);
   model.set_threads(a.threads);
   apply_kv_cache(model, a.kv_cache);
   const GptConfig& c = model.config();
@@ -148,6 +151,7 @@ void run_generate(const GenerateArgs& a) {
               {"stop", stop},
               {"seed", go.sampling.seed},
               {"kv_cache", kv_format_name(model.kv_format())},
+              {"weights", weight_format_name(model.weight_format())},
               {"prefill_ms", r.prefill_ms},
               {"decode_ms", r.decode_ms},
               {"prefill_tokens_per_s", prefill_tps},
@@ -191,6 +195,7 @@ struct BenchModelArgs {
   int reps = 3;
   int threads = 0;
   std::string kv_cache = "f32";
+  std::string weights = "f32";
   bool json = false;
 };
 
@@ -200,7 +205,7 @@ void run_bench_model(const BenchModelArgs& a) {
   if (a.prompt < 1 || a.tokens < 1 || a.reps < 1) throw Error("--prompt, --tokens and --reps must be at least 1");
   const ModelDir dir = resolve_model_dir(a.model);
   const auto t_load = Clock::now();
-  GptModel model = GptModel::load(dir.path);
+  GptModel model = load_model(dir.path, a.weights);
   const double load_ms = ms_since(t_load);
   model.set_threads(a.threads);
   apply_kv_cache(model, a.kv_cache);
@@ -234,7 +239,7 @@ void run_bench_model(const BenchModelArgs& a) {
   };
   const double pm = median(prefill), dm = median(decode);
   const MemoryReport mem = memory_report();
-  const double weights_mib = static_cast<double>(c.parameter_count()) * 4 / (1024.0 * 1024.0);
+  const double weights_mib = static_cast<double>(model.weight_bytes()) / (1024.0 * 1024.0);
   if (a.json) {
     json j = {{"model", dir.path.string()},
               {"threads", a.threads},
@@ -254,14 +259,15 @@ void run_bench_model(const BenchModelArgs& a) {
               {"weights_mib", weights_mib},
               {"copied_weight_mib", model.copied_bytes() / (1024.0 * 1024.0)},
               {"kv_cache", kv_format_name(cache.format())},
+              {"weights", weight_format_name(model.weight_format())},
               {"kv_cache_mib", cache.bytes() / (1024.0 * 1024.0)},
               {"parameters", c.parameter_count()}};
     std::printf("%s\n", j.dump().c_str());
     return;
   }
-  std::printf("model %s: %lld parameters (%.0f MiB of F32 weights, %.0f MiB copied), loaded in %.0f ms\n",
+  std::printf("model %s: %lld parameters (%.0f MiB of %s weights, %.0f MiB copied), loaded in %.0f ms\n",
               dir.path.string().c_str(), static_cast<long long>(c.parameter_count()), weights_mib,
-              model.copied_bytes() / (1024.0 * 1024.0), load_ms);
+              weight_format_name(model.weight_format()), model.copied_bytes() / (1024.0 * 1024.0), load_ms);
   std::printf("prefill %d tokens: %.1f ms (%.0f tokens/s)\n", a.prompt, pm, a.prompt / (pm / 1e3));
   std::printf("decode  %d tokens: %.1f ms (%.1f tokens/s)\n", a.tokens, dm, a.tokens / (dm / 1e3));
   std::printf(
@@ -291,6 +297,7 @@ void add_model_commands(CLI::App& app) {
     sub->add_option("--top", a->top, "how many of the most likely tokens to show")->capture_default_str();
     sub->add_option("--threads", a->threads, "threads (0: all cores)")->capture_default_str();
     add_kv_cache_option(sub, a->kv_cache);
+    add_weights_option(sub, a->weights);
     sub->add_flag("--json", a->json, "print the distribution as JSON");
     sub->callback([a] { run_predict(*a); });
   }
@@ -307,6 +314,7 @@ void add_model_commands(CLI::App& app) {
     sub->add_option("--seed", a->seed, "random seed (default: a fresh one, printed at the end)");
     sub->add_option("--threads", a->threads, "threads (0: all cores)")->capture_default_str();
     add_kv_cache_option(sub, a->kv_cache);
+    add_weights_option(sub, a->weights);
     sub->add_flag("--ignore-eos", a->ignore_eos, "keep going after <|endoftext|>");
     sub->add_flag("--json", a->json, "print the result as one JSON object instead of streaming");
     sub->callback([a] { run_generate(*a); });
@@ -321,6 +329,7 @@ void add_model_commands(CLI::App& app) {
     sub->add_option("--reps", a->reps, "repetitions (medians are reported)")->capture_default_str();
     sub->add_option("--threads", a->threads, "threads (0: all cores)")->capture_default_str();
     add_kv_cache_option(sub, a->kv_cache);
+    add_weights_option(sub, a->weights);
     sub->add_flag("--json", a->json, "print one JSON object");
     sub->callback([a] { run_bench_model(*a); });
   }

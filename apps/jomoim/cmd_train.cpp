@@ -183,6 +183,11 @@ void add_train_command(CLI::App& app) {
                   "(the Transformer paper's sines and cosines at that scale; learned from there)")
       ->check(CLI::IsMember({"normal", "sinusoidal"}))
       ->capture_default_str();
+  sub->add_option("--wpe-scale", o.wpe_scale,
+                  "multiplies the position embedding's starting values (either --wpe-init) by this factor; a "
+                  "larger start makes position a larger part of what the first layer's attention reads")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   sub->add_option("--matmul", a->matmul,
                   "input precision of the training products: f32, bf16 (rounded inputs; float32 accumulation, "
                   "weights, gradients and optimizer), auto: bf16 where the CPU has AVX512_BF16")

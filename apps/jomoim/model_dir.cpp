@@ -66,4 +66,19 @@ void apply_kv_cache(GptModel& model, const std::string& value) {
   model.set_kv_format(*f);
 }
 
+void add_weights_option(CLI::App* sub, std::string& value) {
+  sub->add_option("--weights", value,
+                  "how the model holds its weight matrices: f32 (as loaded); bf16 (2 bytes a weight; a bf16 "
+                  "checkpoint's values exactly); q8 (8-bit blocks of 32 with a float scale, quantized at load, 1.125 "
+                  "bytes a weight). Activations, LayerNorms, biases and wpe stay float32")
+      ->check(CLI::IsMember({"f32", "bf16", "q8"}))
+      ->capture_default_str();
+}
+
+GptModel load_model(const std::filesystem::path& dir, const std::string& weights) {
+  const std::optional<WeightFormat> f = parse_weight_format(weights);
+  if (!f) throw Error("--weights: unknown format '" + weights + "' (f32, bf16 or q8)");
+  return GptModel::load(dir, *f);
+}
+
 }  // namespace jomoim::cli

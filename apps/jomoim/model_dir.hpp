@@ -39,4 +39,9 @@ std::filesystem::path shared_data_path(const std::string& name);
 void add_kv_cache_option(CLI::App* sub, std::string& value);
 void apply_kv_cache(GptModel& model, const std::string& value);
 
+// --weights f32|bf16|q8 on a model command (the WeightFormat; default f32), and GptModel::load
+// in that format (Error for an unknown name, or a model that format cannot hold).
+void add_weights_option(CLI::App* sub, std::string& value);
+GptModel load_model(const std::filesystem::path& dir, const std::string& weights);
+
 }  // namespace jomoim::cli

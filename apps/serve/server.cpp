@@ -141,6 +141,7 @@ struct ExplorerServer::Impl {
     const GptConfig& c = model.config();
     return {{"name", opt.model_name},
             {"kv_cache", kv_format_name(model.kv_format())},
+            {"weights", weight_format_name(model.weight_format())},
             {"n_layer", c.n_layer},
             {"n_head", c.n_head},
             {"n_embd", c.n_embd},

@@ -19,8 +19,9 @@ build/lctimer is missing. Everything it makes goes to bench/llamacpp/build/.
    512-token prompt, decode (greedy, --tokens one at a time) after 128 and 1024 tokens of
    context; where the model's context is shorter, the prompt is cut to context - tokens (and
    prefill uses the longest such prompt), as the tables say. jomoim: `bench-model` with F32
-   weights and each KV cache (f32, bf16, q8). llama.cpp: F32, F16, Q8_0 weights (its default f16
-   KV cache), flash attention on and off; its best setting is reported for each figure.
+   weights and each KV cache (f32, bf16, q8), and BF16 / Q8 weights (--weights) with an f32 KV
+   cache and with the KV cache of their own precision. llama.cpp: F32, F16, Q8_0 weights (its
+   default f16 KV cache), flash attention on and off; its best setting is reported for each figure.
 """
 import argparse
 import hashlib
@@ -43,6 +44,13 @@ import gguf_writer  # noqa: E402
 
 WEIGHTS = ("f32", "f16", "q8_0")
 JOMOIM_KV = ("f32", "bf16", "q8")
+# jomoim's runs: (weights, KV cache). F32 with each KV cache; bf16 and q8 weights with an f32 KV
+# cache and with the KV cache of the same precision.
+JOMOIM_RUNS = [("f32", kv) for kv in JOMOIM_KV] + [("bf16", "f32"), ("bf16", "bf16"), ("q8", "f32"), ("q8", "q8")]
+
+
+def jomoim_label(w, kv):
+    return f"jomoim {w.upper()}, {kv} KV"
 PROMPTS = ["Cash or credit card? I have a lot", "Once upon a time"]
 TOP = 20
 
@@ -206,7 +214,10 @@ LLAMA_AGREE = [
     ("llama.cpp Q8_0, f16 KV, FA off", "q8_0", "f16", "off", "8-bit"),
     ("llama.cpp Q8_0, f16 KV, FA on", "q8_0", "f16", "on", "8-bit"),
 ]
-JOMOIM_AGREE = [("jomoim F32, bf16 KV", "bf16", "bf16"), ("jomoim F32, q8 KV", "q8", "8-bit")]
+# (label, weights, KV cache, tolerance class)
+JOMOIM_AGREE = [("jomoim F32, bf16 KV", "f32", "bf16", "bf16"), ("jomoim F32, q8 KV", "f32", "q8", "8-bit"),
+                ("jomoim BF16, f32 KV", "bf16", "f32", "bf16"), ("jomoim BF16, bf16 KV", "bf16", "bf16", "bf16"),
+                ("jomoim Q8, f32 KV", "q8", "f32", "8-bit"), ("jomoim Q8, q8 KV", "q8", "q8", "8-bit")]
 
 
 def agreement(model_dir, gg, threads):
@@ -235,16 +246,25 @@ def agreement(model_dir, gg, threads):
         ref16 = reference_logits(W, cfg, ids, gelu_ggml_table)
         rows.setdefault("jomoim F32 vs float64 reference", []).append(compare_dist(ref, jo))
         tol["jomoim F32 vs float64 reference"] = "f32"
-        for label, kv, cls in JOMOIM_AGREE:
-            other = jomoim.Model.load(model_dir, threads=threads, kv_cache=kv).logits(ids)[-1]
+        by_weights = {}  # jomoim's logits with each weight format (f32 KV cache)
+        for label, w, kv, cls in JOMOIM_AGREE:
+            other = jomoim.Model.load(model_dir, threads=threads, weights=w, kv_cache=kv).logits(ids)[-1]
             rows.setdefault(label, []).append(compare_dist(jo, other))
             tol[label] = cls
+            if kv == "f32":
+                by_weights[w] = other.astype(np.float64)
         for label, w, kv, flash, cls in LLAMA_AGREE:
             sh([LCTIMER, "logits", gg[w], "--ids", ",".join(map(str, ids)), "--out", out_f, "--kv", kv,
                 "--flash", flash, "--threads", str(threads)])
             lg = np.fromfile(out_f, dtype="<f4")
             rows.setdefault(label, []).append(compare_dist(jo, lg))
             tol[label] = cls
+            # The matching precisions against each other: jomoim BF16 vs llama.cpp F16, Q8 vs Q8_0.
+            mine = {"f16": "bf16", "q8_0": "q8"}.get(w)
+            if mine and flash == "on":
+                key = f"jomoim {mine.upper()} (f32 KV) vs {label}"
+                rows.setdefault(key, []).append(compare_dist(by_weights[mine], lg))
+                tol[key] = "bf16" if mine == "bf16" else "8-bit"
             if w == "f32" and kv == "f32" and flash == "off":
                 key = f"{label} vs float64 reference with ggml's f16 GELU table"
                 rows.setdefault(key, []).append(compare_dist(ref16, lg))
@@ -296,9 +316,9 @@ def specs_for(n_pos, tokens):
 def runners(model_dir, gg, P, N, reps, threads, prefill_spec):
     common = ["--prompt", str(P), "--tokens", str(N), "--reps", str(reps), "--threads", str(threads)]
     out = []
-    for kv in JOMOIM_KV:
-        out.append((f"jomoim F32, {kv} KV", ("jomoim", "F32", kv, "-"),
-                    [JOMOIM, "bench-model", "--model", model_dir, "--kv-cache", kv, "--json"] + common))
+    for w, kv in JOMOIM_RUNS:
+        out.append((jomoim_label(w, kv), ("jomoim", w.upper(), kv, "-"),
+                    [JOMOIM, "bench-model", "--model", model_dir, "--weights", w, "--kv-cache", kv, "--json"] + common))
     # llama.cpp decode runs prefill once and re-decode after cutting the KV cache back to the prompt
     pre = ["--prefill-reps", str(reps if prefill_spec else 1)]
     for w in WEIGHTS:
@@ -393,10 +413,10 @@ def speed_tables(models, jobs, res, rounds, reps, tokens):
                    ", ".join(c.replace("decode", "d") for c in cols) + ") | peak RSS MiB |")
         out.append("|---|---|---|" + "---:|" * len(cols) + "---|---:|")
         rows = []
-        for kv in JOMOIM_KV:
-            lab = f"jomoim F32, {kv} KV"
+        for w, kv in JOMOIM_RUNS:
+            lab = jomoim_label(w, kv)
             figs = [figure(lab, c)[0] for c in cols]
-            rows.append(("jomoim", "F32", kv, [fmt(f) for f in figs], [f / base[c] for f, c in zip(figs, cols)],
+            rows.append(("jomoim", w.upper(), kv, [fmt(f) for f in figs], [f / base[c] for f, c in zip(figs, cols)],
                          rss(lab)))
         for w in WEIGHTS:
             cells, ratios, rs = [], [], []

@@ -197,7 +197,12 @@ class Model:
 
     @classmethod
     def load(
-        cls, path: Union[str, "os.PathLike[str]", None] = None, *, threads: Optional[int] = None, kv_cache: str = "f32"
+        cls,
+        path: Union[str, "os.PathLike[str]", None] = None,
+        *,
+        threads: Optional[int] = None,
+        kv_cache: str = "f32",
+        weights: str = "f32",
     ) -> "Model":
         """Loads the model directory `path`; None: default_model_dir() ($JOMOIM_MODEL, else the
         repository's models/default).
@@ -208,6 +213,11 @@ class Model:
         --kv-cache: "f32"; "bf16" (keys, values and the queries rounded to bfloat16, float32
         scores and sums); "q8" (8-bit blocks of 32 values with a float scale, per key/value row
         of each head; queries float32). See docs/design.md, "The KV cache formats".
+        weights: how the model holds its weight matrices, as the commands' --weights: "f32"
+        (as loaded); "bf16" (rounded to bfloat16, 2 bytes a weight; a bf16 checkpoint's values
+        exactly); "q8" (8-bit blocks of 32 inputs with a float scale, quantized at load). The
+        products widen the stored weights and accumulate in float32; activations, LayerNorms,
+        biases and the position embedding stay float32. See docs/design.md, "The weight formats".
         Raises jomoim.Error naming the directory, file or tensor that is missing or malformed
         (no such directory, no vocab.json, a tensor whose shape disagrees with config.json ...).
         """
@@ -228,8 +238,12 @@ class Model:
             raise TypeError(f"kv_cache: expected 'f32', 'bf16' or 'q8', got {type(kv_cache).__name__}")
         if kv_cache not in ("f32", "bf16", "q8"):
             raise Error(f"kv_cache: expected 'f32', 'bf16' or 'q8', got {kv_cache!r}")
+        if not isinstance(weights, str):
+            raise TypeError(f"weights: expected 'f32', 'bf16' or 'q8', got {type(weights).__name__}")
+        if weights not in ("f32", "bf16", "q8"):
+            raise Error(f"weights: expected 'f32', 'bf16' or 'q8', got {weights!r}")
         self = object.__new__(cls)
-        self._core = _Model(os.fsencode(where), n, kv_cache)  # bytes: any path the OS allows
+        self._core = _Model(os.fsencode(where), n, kv_cache, weights)  # bytes: any path the OS allows
         self._path = where
         return self
 
@@ -242,6 +256,16 @@ class Model:
     def kv_cache(self) -> str:
         """The KV cache format of every pass: "f32", "bf16" or "q8" (Model.load's kv_cache)."""
         return self._core.kv_cache
+
+    @property
+    def weights(self) -> str:
+        """The weight format: "f32", "bf16" or "q8" (Model.load's weights)."""
+        return self._core.weights
+
+    @property
+    def weight_bytes(self) -> int:
+        """Bytes of every weight as held (the matrices in their format, the rest float32)."""
+        return self._core.weight_bytes
 
     @property
     def config(self) -> dict:

@@ -246,14 +246,16 @@ class Generation {
 
 class Model {
  public:
-  Model(const std::string& dir, int threads, const std::string& kv_cache) {
+  Model(const std::string& dir, int threads, const std::string& kv_cache, const std::string& weights) {
     if (threads < 0) throw Error("threads: expected a positive count or None, got " + std::to_string(threads));
     const std::optional<KvFormat> kv = parse_kv_format(kv_cache);
     if (!kv) throw Error("kv_cache: expected 'f32', 'bf16' or 'q8', got '" + kv_cache + "'");
+    const std::optional<WeightFormat> wf = parse_weight_format(weights);
+    if (!wf) throw Error("weights: expected 'f32', 'bf16' or 'q8', got '" + weights + "'");
     py::gil_scoped_release unlocked;
     // The tokenizer first, as the commands do: a directory without vocab.json says so.
     Tokenizer tok = Tokenizer::load_dir(dir);
-    GptModel model = GptModel::load(dir);
+    GptModel model = GptModel::load(dir, *wf);
     model.set_threads(threads);
     model.set_kv_format(*kv);
     m_ = std::make_shared<const Loaded>(Loaded{std::move(model), std::move(tok)});
@@ -276,6 +278,8 @@ class Model {
   std::int64_t parameter_count() const { return m_->model.config().parameter_count(); }
   int threads() const { return m_->model.threads(); }
   std::string kv_cache() const { return kv_format_name(m_->model.kv_format()); }
+  std::string weights() const { return weight_format_name(m_->model.weight_format()); }
+  std::size_t weight_bytes() const { return m_->model.weight_bytes(); }
   std::size_t tokenizer_size() const { return m_->tokenizer.vocab_size(); }
   std::optional<std::int32_t> eos_id() const { return m_->tokenizer.eos_id(); }
 
@@ -396,12 +400,14 @@ void bind_model(py::module_& m) {
   // Where the repository's default model is (the source tree this module was built from).
   py::class_<Model>(m, "_Model",
                     "The compiled core of jomoim.Model (see python/jomoim/model.py); text arguments are UTF-8 bytes.")
-      .def(py::init<const std::string&, int, const std::string&>(), py::arg("path"), py::arg("threads"),
-           py::arg("kv_cache"))
+      .def(py::init<const std::string&, int, const std::string&, const std::string&>(), py::arg("path"),
+           py::arg("threads"), py::arg("kv_cache"), py::arg("weights"))
       .def_property_readonly("config", &Model::config)
       .def_property_readonly("parameter_count", &Model::parameter_count)
       .def_property_readonly("threads", &Model::threads)
       .def_property_readonly("kv_cache", &Model::kv_cache)
+      .def_property_readonly("weights", &Model::weights)
+      .def_property_readonly("weight_bytes", &Model::weight_bytes)
       .def_property_readonly("tokenizer_size", &Model::tokenizer_size)
       .def_property_readonly("eos_id", &Model::eos_id)
       .def("tokenize", &Model::tokenize, py::arg("text"))

@@ -303,7 +303,7 @@ std::vector<double> final_norm(const GptModel& model, const float* x, double* si
   var /= C;
   const double sigma = std::sqrt(var + static_cast<double>(c.layer_norm_epsilon));
   if (sigma_out) *sigma_out = sigma;
-  const LayerNormParams& ln = model.params().ln_f;
+  const LayerNormParams& ln = model.float_params().ln_f;
   std::vector<double> h(C);
   for (int i = 0; i < C; ++i) h[i] = (x[i] - mean) / sigma * ln.weight[i] + ln.bias[i];
   return h;
@@ -312,7 +312,7 @@ std::vector<double> final_norm(const GptModel& model, const float* x, double* si
 std::vector<ExplainLensEntry> logit_lens_of(const Pass& p, const GptModel& model, const Tokenizer& tok, int top) {
   const GptConfig& c = model.config();
   const int C = c.n_embd, V = c.vocab_size;
-  const float* wte = model.params().wte;
+  const float* wte = model.float_params().wte;
   std::vector<ExplainLensEntry> lens;
   std::vector<double> logits(V);
   std::vector<std::int32_t> ids(V);
@@ -347,7 +347,7 @@ std::vector<ExplainLensEntry> logit_lens_of(const Pass& p, const GptModel& model
 ExplainAttribution attribution_of(const Pass& p, const KvCache& cache, const GptModel& model, const Tokenizer& tok,
                                   std::int32_t target, std::optional<std::int32_t> contrast) {
   const GptConfig& c = model.config();
-  const GptParams& w = model.params();
+  const GptParams& w = model.float_params();
   // T new tokens (the last is attributed) over Tk keys (T without a cache, a decode step: T = 1).
   const int C = c.n_embd, H = c.n_head, D = c.head_dim(), L = c.n_layer, T = p.trace.T, Tk = p.trace.Tk;
   const float* x = p.trace.residual.data() + static_cast<std::size_t>(L) * C;  // final residual, last row
@@ -595,9 +595,10 @@ ExplainPrompt explain_prompt(const GptModel& model, const Tokenizer& tok, const 
 
 json opt_f64(const std::optional<double>& x) { return x ? f64(*x) : json(nullptr); }
 
-json model_json(const GptConfig& c, const std::string& name, KvFormat kv) {
+json model_json(const GptConfig& c, const std::string& name, KvFormat kv, WeightFormat weights) {
   return {{"name", text::to_valid_utf8(name)},
           {"kv_cache", kv_format_name(kv)},
+          {"weights", weight_format_name(weights)},
           {"n_layer", c.n_layer},
           {"n_head", c.n_head},
           {"n_embd", c.n_embd},
@@ -894,7 +895,7 @@ nlohmann::json head_roles(const GptModel& model, const Tokenizer& tokenizer, con
   const Probe probe = run_probe(model, tokenizer, swap_qk);
   json j;
   j["schema"] = "jomoim.heads/1";
-  j["model"] = model_json(c, model_name, model.kv_format());
+  j["model"] = model_json(c, model_name, model.kv_format(), model.weight_format());
   j["prompt"] = prompt ? json(text::to_valid_utf8(*prompt)) : json(nullptr);
   j["swap_qk"] = swap_qk;
   if (prompt) {
@@ -942,6 +943,7 @@ Explanation explain_result(const GptModel& model, const Tokenizer& tokenizer, co
   Explanation e;
   e.config = c;
   e.kv_cache = model.kv_format();
+  e.weights = model.weight_format();
   e.model_name = options.model_name;
   e.options = options;
   std::vector<int>& silenced = e.options.silence;
@@ -969,7 +971,7 @@ nlohmann::json to_json(const Explanation& e, const ExplainJsonOptions& jo) {
   const bool col = notation == ExplainNotation::col3b1b;
   json j;
   j["schema"] = "jomoim.explain/1";
-  j["model"] = model_json(e.config, e.model_name, e.kv_cache);
+  j["model"] = model_json(e.config, e.model_name, e.kv_cache, e.weights);
   j["notation"] = notation_name(notation);
   j["formula"] = col ? "V softmax(K^T Q / sqrt(d))" : "softmax(Q K^T / sqrt(d)) V";
   j["softmax_over"] = col ? "columns" : "rows";
@@ -995,8 +997,8 @@ nlohmann::json embedding_json(const GptModel& model, const Tokenizer& tokenizer,
     throw Error("\"index\" " + std::to_string(index) + " is past the prompt's " + std::to_string(ids.size()) +
                 (ids.size() == 1 ? " token" : " tokens"));
   const std::int32_t id = ids[index];
-  const float* te = model.params().wte + static_cast<std::size_t>(id) * c.n_embd;
-  const float* pe = model.params().wpe + static_cast<std::size_t>(index) * c.n_embd;
+  const float* te = model.float_params().wte + static_cast<std::size_t>(id) * c.n_embd;
+  const float* pe = model.float_params().wpe + static_cast<std::size_t>(index) * c.n_embd;
   json tok = json::array(), pos = json::array(), sum = json::array();
   for (int i = 0; i < c.n_embd; ++i) {
     tok.push_back(f32(te[i]));

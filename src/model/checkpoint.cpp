@@ -1,5 +1,9 @@
 // Hugging Face GPT-2 model directories: config.json + model.safetensors, read and written.
 // See GptModel::load and save_gpt2_checkpoint in include/jomoim/model/model.hpp.
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdint>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -9,6 +13,7 @@
 #include "jomoim/formats/atomic_file.hpp"
 #include "jomoim/formats/safetensors.hpp"
 #include "jomoim/model/model.hpp"
+#include "packed_weights.hpp"
 
 namespace jomoim {
 namespace {
@@ -26,6 +31,14 @@ class Loader {
   }
 
   const float* get(const std::string& name, std::vector<std::int64_t> shape) {
+    FloatArray a = load(name, std::move(shape));
+    if (!a.zero_copy) copied_ += static_cast<std::size_t>(a.numel()) * sizeof(float);
+    owners_.push_back(a.keepalive);
+    return a.data;
+  }
+
+  // The tensor as float32 (mapped or widened), its shape checked; kept alive by the result only.
+  FloatArray load(const std::string& name, std::vector<std::int64_t> shape) {
     std::string full = prefix_ + name;
     if (!file_.find(full)) {
       // Mixed files: try the other spelling before giving up.
@@ -37,9 +50,25 @@ class Loader {
     if (a.shape != shape)
       throw Error(label_ + ": tensor '" + full + "' has shape " + shape_string(a.shape) + ", expected " +
                   shape_string(shape) + " from config.json");
-    if (!a.zero_copy) copied_ += static_cast<std::size_t>(a.numel()) * sizeof(float);
-    owners_.push_back(a.keepalive);
-    return a.data;
+    return a;
+  }
+
+  // A bf16 / q8 matrix: read, packed, and let go (a mapped tensor's pages are handed back to the
+  // kernel, a widened copy freed), so that loading never holds the whole model in float32.
+  PackedMatrix pack(WeightFormat format, const std::string& name, std::vector<std::int64_t> shape, bool conv1d) {
+    FloatArray a = load(name, shape);
+    const int rows = static_cast<int>(conv1d ? shape[1] : shape[0]),
+              cols = static_cast<int>(conv1d ? shape[0] : shape[1]);
+    PackedMatrix m = PackedMatrix::pack(format, a.data, rows, cols, conv1d, name);
+    if (a.zero_copy) {
+      // The whole pages inside the tensor: read-only and private, refaulted from the file if
+      // anyone touched them again (nobody does).
+      const std::uintptr_t page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+      const std::uintptr_t b = (reinterpret_cast<std::uintptr_t>(a.data) + page - 1) / page * page;
+      const std::uintptr_t e = (reinterpret_cast<std::uintptr_t>(a.data + a.numel())) / page * page;
+      if (e > b) ::madvise(reinterpret_cast<void*>(b), e - b, MADV_DONTNEED);
+    }
+    return m;
   }
 
   std::vector<std::shared_ptr<const void>> owners_;
@@ -53,7 +82,7 @@ class Loader {
 
 }  // namespace
 
-GptModel GptModel::load(const fs::path& dir) {
+GptModel GptModel::load(const fs::path& dir, WeightFormat weights) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec))
     throw Error(dir.string() + ": not a model directory (expected config.json and model.safetensors)");
@@ -66,6 +95,39 @@ GptModel GptModel::load(const fs::path& dir) {
 
   Loader L(file, weights_path.string());
   const std::int64_t C = c.n_embd, F = c.inner();
+  if (weights != WeightFormat::f32) {
+    // The matrices one at a time into their format; the float32 tensors that stay are copied
+    // into the packed weights (GptModel's packed constructor) and the file let go.
+    try {
+      auto pw = std::make_shared<PackedWeights>();
+      GptParams small;
+      pw->wte = L.pack(weights, "wte.weight", {c.vocab_size, C}, false);
+      small.wpe = L.get("wpe.weight", {c.n_positions, C});
+      pw->blocks.resize(c.n_layer);
+      small.blocks.resize(c.n_layer);
+      for (int l = 0; l < c.n_layer; ++l) {
+        const std::string h = "h." + std::to_string(l) + ".";
+        BlockParams& b = small.blocks[l];
+        PackedWeights::Block& pb = pw->blocks[l];
+        b.ln_1 = {L.get(h + "ln_1.weight", {C}), L.get(h + "ln_1.bias", {C})};
+        pb.c_attn = L.pack(weights, h + "attn.c_attn.weight", {C, 3 * C}, true);
+        b.c_attn.bias = L.get(h + "attn.c_attn.bias", {3 * C});
+        pb.c_proj = L.pack(weights, h + "attn.c_proj.weight", {C, C}, true);
+        b.c_proj.bias = L.get(h + "attn.c_proj.bias", {C});
+        b.ln_2 = {L.get(h + "ln_2.weight", {C}), L.get(h + "ln_2.bias", {C})};
+        pb.c_fc = L.pack(weights, h + "mlp.c_fc.weight", {C, F}, true);
+        b.c_fc.bias = L.get(h + "mlp.c_fc.bias", {F});
+        pb.mlp_proj = L.pack(weights, h + "mlp.c_proj.weight", {F, C}, true);
+        b.mlp_proj.bias = L.get(h + "mlp.c_proj.bias", {C});
+      }
+      small.ln_f = {L.get("ln_f.weight", {C}), L.get("ln_f.bias", {C})};
+      return GptModel(c, small, std::move(pw), weights);
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      if (what.rfind(weights_path.string(), 0) == 0) throw;
+      throw Error(weights_path.string() + ": " + what);
+    }
+  }
   GptParams p;
   p.wte = L.get("wte.weight", {c.vocab_size, C});
   p.wpe = L.get("wpe.weight", {c.n_positions, C});

@@ -12,6 +12,7 @@
 #include "jomoim/engine/threads.hpp"
 #include "jomoim/model/model.hpp"
 #include "layers.hpp"
+#include "packed_weights.hpp"
 
 namespace jomoim {
 
@@ -128,11 +129,31 @@ std::vector<float> GptModel::forward(std::span<const std::int32_t> ids, KvCache&
     trace->attn_output.assign(static_cast<std::size_t>(c.n_layer) * P * C, 0.0f);
     trace->mlp_output.assign(static_cast<std::size_t>(c.n_layer) * P * C, 0.0f);
   }
-  layers::embed(params_.wte, params_.wpe, C, ids.data(), T, past, x.data());
+  const PackedWeights* pw = packed_.get();  // bf16 / q8 matrices; null for f32
+  if (pw) {
+    for (int t = 0; t < T; ++t) {
+      float* xr = x.data() + static_cast<std::size_t>(t) * C;
+      pw->wte.row(ids[t], xr);
+      if (trace) std::memcpy(trace->token_embedding.data() + static_cast<std::size_t>(t) * C, xr, sizeof(float) * C);
+      const float* pe = params_.wpe + static_cast<std::size_t>(past + t) * C;
+      for (int i = 0; i < C; ++i) xr[i] += pe[i];
+    }
+  } else {
+    layers::embed(params_.wte, params_.wpe, C, ids.data(), T, past, x.data());
+  }
+  // y[N, out] = in[N, in_w] W + b for one of a block's matrices, in the model's weight format.
+  auto linear = [&](const PackedMatrix* m, const LinearParams& lp, const float* in, int N, int in_w, int out_w,
+                    float* y) {
+    if (m)
+      packed_linear(in, N, *m, lp.bias, y, static_cast<std::size_t>(out_w), threads_);
+    else
+      layers::linear(in, N, in_w, out_w, lp.weight, lp.bias, y, threads_);
+  };
   if (trace) {
     for (int t = 0; t < T; ++t) {
-      std::memcpy(trace->token_embedding.data() + static_cast<std::size_t>(t) * C,
-                  params_.wte + static_cast<std::size_t>(ids[t]) * C, sizeof(float) * C);
+      if (!pw)
+        std::memcpy(trace->token_embedding.data() + static_cast<std::size_t>(t) * C,
+                    params_.wte + static_cast<std::size_t>(ids[t]) * C, sizeof(float) * C);
       std::memcpy(trace->position_embedding.data() + static_cast<std::size_t>(t) * C,
                   params_.wpe + static_cast<std::size_t>(past + t) * C, sizeof(float) * C);
     }
@@ -164,8 +185,9 @@ std::vector<float> GptModel::forward(std::span<const std::int32_t> ids, KvCache&
 
   for (int l = 0; l < c.n_layer; ++l) {
     const BlockParams& b = params_.blocks[l];
+    const PackedWeights::Block* pb = pw ? &pw->blocks[l] : nullptr;
     layers::layer_norm(x.data(), T, C, b.ln_1.weight, b.ln_1.bias, eps, h.data(), nullptr, nullptr, threads_);
-    layers::linear(h.data(), T, C, 3 * C, b.c_attn.weight, b.c_attn.bias, qkv.data(), threads_);
+    linear(pb ? &pb->c_attn : nullptr, b.c_attn, h.data(), T, C, 3 * C, qkv.data());
 
     // This layer's keys and values of the new tokens go into the cache in its format; attention
     // then reads every visible key from there (so the new tokens meet their own rounded keys,
@@ -285,14 +307,14 @@ std::vector<float> GptModel::forward(std::span<const std::int32_t> ids, KvCache&
       }
     }
 
-    layers::linear(att.data(), T, C, C, b.c_proj.weight, b.c_proj.bias, h.data(), threads_);
+    linear(pb ? &pb->c_proj : nullptr, b.c_proj, att.data(), T, C, C, h.data());
     if (P) record(trace->attn_output, l, h.data());
     layers::add(x.data(), h.data(), TC);
 
     layers::layer_norm(x.data(), T, C, b.ln_2.weight, b.ln_2.bias, eps, h.data(), nullptr, nullptr, threads_);
-    layers::linear(h.data(), T, C, F, b.c_fc.weight, b.c_fc.bias, ff.data(), threads_);
+    linear(pb ? &pb->c_fc : nullptr, b.c_fc, h.data(), T, C, F, ff.data());
     layers::gelu(ff.data(), ff.data(), ff.size(), exact_gelu, threads_);
-    layers::linear(ff.data(), T, F, C, b.mlp_proj.weight, b.mlp_proj.bias, h.data(), threads_);
+    linear(pb ? &pb->mlp_proj : nullptr, b.mlp_proj, ff.data(), T, F, C, h.data());
     if (P) record(trace->mlp_output, l, h.data());
     layers::add(x.data(), h.data(), TC);
     if (P) record(trace->residual, l + 1, x.data());
@@ -304,7 +326,10 @@ std::vector<float> GptModel::forward(std::span<const std::int32_t> ids, KvCache&
   const float* xs = x.data() + static_cast<std::size_t>(T - rows) * C;
   layers::layer_norm(xs, rows, C, params_.ln_f.weight, params_.ln_f.bias, eps, h.data(), nullptr, nullptr, threads_);
   std::vector<float> logits(static_cast<std::size_t>(rows) * V);
-  layers::tied_head(h.data(), rows, C, params_.wte, V, logits.data(), threads_);
+  if (pw)
+    packed_linear(h.data(), rows, pw->wte, nullptr, logits.data(), static_cast<std::size_t>(V), threads_);
+  else
+    layers::tied_head(h.data(), rows, C, params_.wte, V, logits.data(), threads_);
   return logits;
 }
 

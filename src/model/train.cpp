@@ -172,8 +172,10 @@ std::vector<ParamTensor> param_layout(const GptConfig& c) {
   return t;
 }
 
-GptTrainable::GptTrainable(const GptConfig& config, std::uint64_t seed, bool sinusoidal_wpe)
+GptTrainable::GptTrainable(const GptConfig& config, std::uint64_t seed, bool sinusoidal_wpe, double wpe_scale)
     : config_(config), layout_(param_layout(config)) {
+  if (!(wpe_scale > 0) || !std::isfinite(wpe_scale))
+    throw Error("train: the position embedding's scale must be a positive number, got " + std::to_string(wpe_scale));
   values_.assign(layout_.back().offset + layout_.back().size, 0.0f);
   grads_.assign(values_.size(), 0.0f);
   Normal normal(seed);
@@ -183,14 +185,14 @@ GptTrainable::GptTrainable(const GptConfig& config, std::uint64_t seed, bool sin
     const bool is_weight = t.name.size() > 7 && t.name.compare(t.name.size() - 7, 7, ".weight") == 0;
     if (t.shape.size() == 2) {
       const bool residual = t.name.find("c_proj.weight") != std::string::npos;
-      const double sd = residual ? proj_std : 0.02;
+      const double sd = (residual ? proj_std : 0.02) * (t.name == "wpe.weight" ? wpe_scale : 1.0);
       for (std::size_t i = 0; i < t.size; ++i) p[i] = static_cast<float>(sd * normal.next());
     } else if (is_weight) {  // LayerNorm gains
       std::fill(p, p + t.size, 1.0f);
     }                                                // biases stay 0
     if (sinusoidal_wpe && t.name == "wpe.weight") {  // drawn above too, so later tensors are unchanged
       const int C = config.n_embd;
-      const double s = 0.02 * std::sqrt(2.0);
+      const double s = 0.02 * std::sqrt(2.0) * wpe_scale;
       for (int pos = 0; pos < config.n_positions; ++pos)
         for (int i = 0; 2 * i < C; ++i) {
           const double w = std::pow(10000.0, -2.0 * i / C);
@@ -205,7 +207,7 @@ GptTrainable::GptTrainable(const GptConfig& config, std::uint64_t seed, bool sin
 GptTrainable::GptTrainable(const GptModel& model) : config_(model.config()), layout_(param_layout(model.config())) {
   values_.assign(layout_.back().offset + layout_.back().size, 0.0f);
   grads_.assign(values_.size(), 0.0f);
-  const GptParams& p = model.params();
+  const GptParams& p = model.float_params();
   auto put = [&](std::size_t idx, const float* src) {
     std::memcpy(values_.data() + layout_[idx].offset, src, sizeof(float) * layout_[idx].size);
   };

@@ -94,6 +94,7 @@ json options_json(const TrainOptions& o) {
           {"eval_batches", o.eval_batches},
           {"seed", o.seed},
           {"wpe_init", o.sinusoidal_wpe ? "sinusoidal" : "normal"},
+          {"wpe_scale", o.wpe_scale},
           {"threads", o.threads},
           {"matmul", o.matmul == MatmulPrecision::bf16 ? "bf16" : "f32"}};
 }
@@ -372,7 +373,7 @@ TrainResult train_gpt(const TrainOptions& opt, const TrainCallbacks& cb) {
     adam->set_steps(step);
     say("resuming at step " + std::to_string(step) + " of " + std::to_string(opt.steps));
   } else {
-    model = std::make_unique<GptTrainable>(cfg, opt.seed, opt.sinusoidal_wpe);
+    model = std::make_unique<GptTrainable>(cfg, opt.seed, opt.sinusoidal_wpe, opt.wpe_scale);
     adam = std::make_unique<AdamW>(model->values().size());
   }
   model->set_threads(opt.threads);

@@ -246,7 +246,8 @@ def make(outdir):
 
 
 # A tiny F32 model whose head_dim (32) the q8 KV cache accepts, with the logits of each KV cache
-# format from the reference above (manifest "kv_formats"; test_gpt.cpp's GptTorch.KvFormats).
+# format and each weight format from the reference above (manifest "kv_formats"; test_gpt.cpp's
+# GptTorch.KvFormats... and GptTorch.WeightFormats...).
 KV_FORMATS = dict(name="kv_formats", cfg=dict(n_layer=2, n_head=2, n_embd=64, n_positions=40,
                                               layer_norm_epsilon=1e-5, activation_function="gelu_new",
                                               n_inner=None))
@@ -264,6 +265,28 @@ def make_random_f32(d, base_cfg, seed):
     return vocab, cfg, w
 
 
+MATRICES = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
+
+
+def rounded_weights(w, fmt):
+    """The weights a model holds with --weights fmt (jomoim/model/model.hpp's WeightFormat): wte
+    and every block's four matrices rounded, each output's inputs together (wte's rows; the
+    columns of GPT-2's Conv1D [in, out]): "bf16" to bfloat16, "q8" through q8 blocks of 32 inputs
+    (16 when 32 does not divide the width). Everything else as it is."""
+    out = dict(w)
+    for k, a in w.items():
+        if not (k == "wte.weight" or k.split(".", 2)[-1] in MATRICES):
+            continue
+        rows = torch.from_numpy(np.ascontiguousarray(a if k == "wte.weight" else a.T).astype(np.float64))
+        if fmt == "bf16":
+            r = bf16_round(rows)
+        else:
+            r = q8_round(rows, 32 if rows.shape[1] % 32 == 0 else 16)
+        r = r.numpy().astype(np.float32)
+        out[k] = r if k == "wte.weight" else np.ascontiguousarray(r.T)
+    return out
+
+
 def make_kv_formats(d, outdir):
     vocab, cfg, w = make_random_f32(d, KV_FORMATS["cfg"], seed=2468)
     rng = np.random.default_rng(1357)
@@ -274,6 +297,10 @@ def make_kv_formats(d, outdir):
         for kv in ("f32", "bf16", "q8"):
             files[kv] = f"kv_formats_{kv}_logits_{j}.npy"
             write_npy(os.path.join(outdir, files[kv]), torch_logits(cfg, w, ids, kv))
+        # The weight formats (f32 KV cache): the same reference on the rounded weights.
+        for fmt in ("bf16", "q8"):
+            files["weights_" + fmt] = f"kv_formats_weights_{fmt}_logits_{j}.npy"
+            write_npy(os.path.join(outdir, files["weights_" + fmt]), torch_logits(cfg, rounded_weights(w, fmt), ids))
         cases.append({"ids": ids, "logits": files})
     return {"dir": KV_FORMATS["name"], "vocab_size": vocab, "cases": cases}
 

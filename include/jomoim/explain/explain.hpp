@@ -202,7 +202,8 @@ struct ExplainPrompt {
 };
 struct Explanation {
   GptConfig config;
-  KvFormat kv_cache = KvFormat::f32;  // the format of the passes' KV caches (GptModel::kv_format)
+  KvFormat kv_cache = KvFormat::f32;         // the format of the passes' KV caches (GptModel::kv_format)
+  WeightFormat weights = WeightFormat::f32;  // the model's weight format (GptModel::weight_format)
   std::string model_name;
   ExplainOptions options;  // as asked, silence sorted and unique
   ExplainPrompt main;

@@ -77,6 +77,25 @@ struct GptParams {
   LayerNormParams ln_f;
 };
 
+// How a model holds its weight matrices (the `--weights` option of the model commands).
+//   f32   float32, as loaded (an F32 checkpoint stays in the mapped file, zero copy).
+//   bf16  every matrix (the four of each block and wte, also the output head) rounded to
+//         bfloat16 (nearest, ties to even): 2 bytes per weight. A BF16 checkpoint's values are
+//         kept exactly; an F16 one's are rounded.
+//   q8    the same matrices in the q8 format of jomoim/engine/quant.hpp, quantized at load:
+//         blocks of 32 consecutive inputs of one output (16 when 32 does not divide the input
+//         width) with one float scale, 1.125 bytes per weight.
+// The position embedding, LayerNorms and biases stay float32 in every format, and so do the
+// activations: a product widens the stored weights to float32 in registers and accumulates in
+// float32 (jomoim/engine/matvec.hpp for a few rows; a widened tile and a float32 GEMM for
+// prompts).
+enum class WeightFormat : std::uint8_t { f32, bf16, q8 };
+const char* weight_format_name(WeightFormat f);
+// "f32", "bf16", "q8" (also "float32", "bfloat16"); nullopt for anything else.
+std::optional<WeightFormat> parse_weight_format(std::string_view s);
+
+struct PackedWeights;  // the bf16 / q8 matrices (internal to the model part)
+
 // How a KV cache stores keys and values (the `--kv-cache` option of the model commands).
 //   f32   float32 rows, as the projection computed them: 4 bytes per value.
 //   bf16  each value rounded to bfloat16 (nearest, ties to even): 2 bytes per value. The new
@@ -211,13 +230,32 @@ class GptModel {
   // lm_head.weight ignored, the head is tied to wte). Every tensor's shape is checked against
   // the config. Throws Error naming the directory, file and tensor. F32 weights stay in the
   // mapped file (zero copy).
-  static GptModel load(const std::filesystem::path& dir);
+  // With `weights` other than f32 the matrices are then converted (set_weight_format).
+  static GptModel load(const std::filesystem::path& dir, WeightFormat weights = WeightFormat::f32);
 
   const GptConfig& config() const { return config_; }
+  // The weights as float32 pointers. In the f32 format, what forward() reads. In bf16 and q8,
+  // the position embedding, LayerNorms and biases (float32 copies) while wte and the blocks'
+  // matrix weights are null: see float_params().
   const GptParams& params() const { return params_; }
-  // Bytes of weights this process copied (F16/BF16 conversion); 0 for an F32 checkpoint.
+  // Every weight as float32, in any format: params() for f32; for bf16 and q8 the stored
+  // matrices widened (bf16) or dequantized (d * q), i.e. exactly the numbers forward() multiplies
+  // by, made on the first call and kept (4 bytes per parameter; the explorer's attribution and
+  // logit lens read them). Thread-safe.
+  const GptParams& float_params() const;
+  // Bytes of weights this process copied (F16/BF16 conversion, or the bf16/q8 matrices and
+  // the float32 tensors kept beside them); 0 for an F32 checkpoint in the f32 format.
   std::size_t copied_bytes() const { return copied_bytes_; }
   void set_copied_bytes(std::size_t n) { copied_bytes_ = n; }
+
+  // Converts the matrices to `format` (see WeightFormat) and releases the float32 ones (an F32
+  // checkpoint's mapping, a widened copy): only from f32, or to the format already held.
+  // Throws Error for q8 when a matrix's input width is not a multiple of 16, or a weight is not
+  // finite, naming the tensor; the model is unchanged when it throws.
+  void set_weight_format(WeightFormat format);
+  WeightFormat weight_format() const { return weight_format_; }
+  // Bytes of every weight as held now (the matrices in their format, the rest float32).
+  std::size_t weight_bytes() const;
 
   // Threads for attention and for OpenBLAS (0: OpenMP's default). Process-wide for OpenBLAS.
   void set_threads(int threads);
@@ -245,6 +283,14 @@ class GptModel {
   std::size_t copied_bytes_ = 0;
   int threads_ = 0;
   KvFormat kv_format_ = KvFormat::f32;
+  WeightFormat weight_format_ = WeightFormat::f32;
+  // A model whose matrices are already packed (load() in bf16 / q8): `small` holds the float32
+  // tensors (matrix pointers null), copied into the packed weights.
+  GptModel(GptConfig config, const GptParams& small, std::shared_ptr<PackedWeights> packed, WeightFormat format);
+  void adopt(std::shared_ptr<PackedWeights> packed, const GptParams& small, WeightFormat format);
+  std::shared_ptr<const PackedWeights> packed_;  // bf16 and q8
+  struct FloatCopy;                              // float_params() of bf16 and q8, made once
+  std::shared_ptr<FloatCopy> float_copy_;
 };
 
 // Writes a model directory the way Hugging Face does for GPT-2 (config.json and

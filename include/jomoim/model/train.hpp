@@ -47,8 +47,9 @@ class GptTrainable {
   // sinusoidal_wpe: the position embedding starts instead as the Transformer paper's sinusoids
   // (wpe[p, 2i] = s sin(p w_i), wpe[p, 2i + 1] = s cos(p w_i), w_i = 10000^(-2i / n_embd)),
   // scaled (s = 0.02 sqrt 2) to N(0, 0.02)'s expected row norm; still learned like any weight.
-  // Every other tensor gets the same numbers either way.
-  GptTrainable(const GptConfig& config, std::uint64_t seed, bool sinusoidal_wpe = false);
+  // Every other tensor gets the same numbers either way. wpe_scale multiplies the position
+  // embedding's start (either kind) by that factor (> 0; 1 is the scale above).
+  GptTrainable(const GptConfig& config, std::uint64_t seed, bool sinusoidal_wpe = false, double wpe_scale = 1.0);
   // Copies the weights of a loaded model (to continue training it).
   explicit GptTrainable(const GptModel& model);
 

@@ -59,6 +59,7 @@ struct TrainOptions {
   int save_every = 500;
   std::uint64_t seed = 1;
   bool sinusoidal_wpe = false;  // --wpe-init sinusoidal (GptTrainable); only for a new run
+  double wpe_scale = 1.0;       // --wpe-scale (GptTrainable); only for a new run
   int threads = 0;
   // The training products' input precision (GptTrainable::set_matmul_precision); validation
   // always multiplies in float32.

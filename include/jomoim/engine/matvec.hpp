@@ -1,0 +1,41 @@
+// jomoim/engine/matvec.hpp — products of a few float32 rows with 16- and 8-bit weight matrices.
+//
+// The model's decode step multiplies one token's activations by every weight matrix: a
+// matrix-vector product whose time is the time to read the weights. These kernels read the
+// weights in their stored format (bf16 bits, or the q8 format of jomoim/engine/quant.hpp: int8
+// values with one float scale per block of consecutive values along a row), widen them in
+// registers to float32 and accumulate in float32; nothing wider than the stored format is
+// written. The activations stay float32 (they are not rounded).
+//
+// Layout: W is [rows, K], one row per output (row r at w + r * ldw), so every output is one dot
+// product along a contiguous row. x is [M, K] (row m at x + m * ldx), y is [M, rows] (row m at
+// y + m * ldy):
+//   y[m][r] = sum_k x[m][k] * W[r][k]  (+ bias[r] when bias is not null)
+// M is 1 to 4 (the rows share each widened weight vector); a caller with more rows calls again,
+// or widens W and uses a GEMM. One thread; callers split `rows` across threads. Compiled once
+// per SIMD target (Highway), dispatched once per call like the attention kernels.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace jomoim::matvec {
+
+inline constexpr int kMaxRows = 4;  // M at most
+
+// W in bfloat16 bits (any K; ldw >= K).
+void bf16_rows(const float* x, std::size_t ldx, int M, const std::uint16_t* w, std::size_t ldw, int K, int rows,
+               const float* bias, float* y, std::size_t ldy);
+
+// W in q8: values [rows, K] (row stride ldw), scales [rows, K / block] (row stride K / block);
+// block is 16 or 32 and divides K. W[r][k] = scales[r][k / block] * values[r][k].
+void q8_rows(const float* x, std::size_t ldx, int M, const std::int8_t* values, std::size_t ldw, const float* scales,
+             int block, int K, int rows, const float* bias, float* y, std::size_t ldy);
+
+// dst[i] = the float32 value of the bf16 bits src[i] (exact).
+void widen_bf16(const std::uint16_t* src, float* dst, std::size_t n);
+
+// dst[k] = scales[k / block] * values[k] for k < K (one q8 row; block divides K).
+void dequantize_q8_row(const std::int8_t* values, const float* scales, int block, int K, float* dst);
+
+}  // namespace jomoim::matvec

@@ -1,0 +1,326 @@
+// matvec.cpp — float32 rows times bf16 or q8 weight rows (jomoim/engine/matvec.hpp).
+//
+// Four weight rows at a time: each widened weight vector meets the M activation rows (M x 4
+// accumulators), and the four row sums of each activation row are folded together at the end
+// (Sum4 of simd_blocks-inl.h). Weights are read once, front to back; the hardware prefetcher
+// sees four sequential streams. Compiled once per SIMD target (Highway's foreach_target).
+#include "jomoim/engine/matvec.hpp"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "jomoim/core/half.hpp"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "matvec.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+// Must come after foreach_target.h.
+#include <hwy/cache_control.h>
+#include <hwy/highway.h>
+
+#include "simd_blocks-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace jomoim::detail {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// DF, VF and Sum4 come from simd_blocks-inl.h.
+using DU = hn::RebindToUnsigned<DF>;
+using D16 = hn::Rebind<std::uint16_t, DF>;  // as many uint16 lanes as DF has floats
+using DI = hn::RebindToSigned<DF>;
+using D8 = hn::Rebind<std::int8_t, DF>;
+constexpr int kW = 4;  // weight rows per pass
+// Weight rows are prefetched this many groups of kW ahead: the hardware prefetcher does not
+// keep up with four short interleaved streams (measured: q8 decode of GPT-2 small 177 -> 319
+// tokens/s on Zen 5). A prefetch past the matrix's end is a hint, never a fault.
+constexpr int kPrefetchGroups = 2;
+
+HWY_INLINE VF WidenBf16(const std::uint16_t* HWY_RESTRICT p) {
+  const DF df;
+  const DU du;
+  const D16 d16;
+  return hn::BitCast(df, hn::ShiftLeft<16>(hn::PromoteTo(du, hn::LoadU(d16, p))));
+}
+
+HWY_INLINE VF WidenQ8(const std::int8_t* HWY_RESTRICT p, VF scale) {
+  const DF df;
+  const DI di;
+  const D8 d8;
+  return hn::Mul(hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, p))), scale);
+}
+
+// Stores the sums of acc[m][0..nw) (+ bias) into y[m][r..r+nw).
+template <int M, int NW>
+HWY_INLINE void StoreSums(VF (&acc)[M][kW], const float (&tail)[M][kW], const float* bias, int r, float* y,
+                          std::size_t ldy) {
+  const DF df;
+  for (int m = 0; m < M; ++m) {
+    float s[kW];
+#ifdef JOMOIM_SUM4
+    if constexpr (NW == kW) {
+      hn::StoreU(Sum4(acc[m][0], acc[m][1], acc[m][2], acc[m][3]), hn::Full128<float>(), s);
+    } else {
+      for (int j = 0; j < NW; ++j) s[j] = hn::GetLane(hn::SumOfLanes(df, acc[m][j]));
+    }
+#else
+    for (int j = 0; j < NW; ++j) s[j] = hn::GetLane(hn::SumOfLanes(df, acc[m][j]));
+#endif
+    for (int j = 0; j < NW; ++j) y[m * ldy + r + j] = s[j] + tail[m][j] + (bias ? bias[r + j] : 0.0f);
+  }
+}
+
+// NW (1 or 4) rows starting at r.
+template <int M, int NW>
+HWY_INLINE void Bf16Group(const float* HWY_RESTRICT x, std::size_t ldx, const std::uint16_t* HWY_RESTRICT w,
+                          std::size_t ldw, int K, int r, const float* bias, float* HWY_RESTRICT y, std::size_t ldy) {
+  const DF df;
+  const int N = static_cast<int>(hn::Lanes(df));
+  VF acc[M][kW];
+  float tail[M][kW] = {};
+  for (int m = 0; m < M; ++m)
+    for (int j = 0; j < kW; ++j) acc[m][j] = hn::Zero(df);
+  const std::uint16_t* row = w + static_cast<std::size_t>(r) * ldw;
+  int k = 0;
+  for (; k + N <= K; k += N) {
+    for (int j = 0; j < NW; ++j) hwy::Prefetch(row + (kPrefetchGroups * kW + j) * ldw + k);
+    VF wv[NW];
+    for (int j = 0; j < NW; ++j) wv[j] = WidenBf16(row + j * ldw + k);
+    for (int m = 0; m < M; ++m) {
+      const VF xv = hn::LoadU(df, x + m * ldx + k);
+      for (int j = 0; j < NW; ++j) acc[m][j] = hn::MulAdd(xv, wv[j], acc[m][j]);
+    }
+  }
+  for (; k < K; ++k)
+    for (int j = 0; j < NW; ++j) {
+      const float wk = bf16_to_float(row[j * ldw + k]);
+      for (int m = 0; m < M; ++m) tail[m][j] += x[m * ldx + k] * wk;
+    }
+  StoreSums<M, NW>(acc, tail, bias, r, y, ldy);
+}
+
+template <int M, int NW>
+HWY_INLINE void Q8Group(const float* HWY_RESTRICT x, std::size_t ldx, const std::int8_t* HWY_RESTRICT q,
+                        std::size_t ldw, const float* HWY_RESTRICT scales, int block, int K, int r, const float* bias,
+                        float* HWY_RESTRICT y, std::size_t ldy) {
+  const DF df;
+  const int N = static_cast<int>(hn::Lanes(df));
+  const int nb = K / block;
+  VF acc[M][kW];
+  const float tail[M][kW] = {};
+  for (int m = 0; m < M; ++m)
+    for (int j = 0; j < kW; ++j) acc[m][j] = hn::Zero(df);
+  const std::int8_t* row = q + static_cast<std::size_t>(r) * ldw;
+  const float* srow = scales + static_cast<std::size_t>(r) * nb;
+  for (int b = 0; b < nb; ++b) {
+    VF sv[NW];
+    for (int j = 0; j < NW; ++j) sv[j] = hn::Set(df, srow[j * nb + b]);
+    for (int k = b * block; k < (b + 1) * block; k += N) {  // block is a multiple of N
+      for (int j = 0; j < NW; ++j) hwy::Prefetch(row + (kPrefetchGroups * kW + j) * ldw + k);
+      VF wv[NW];
+      for (int j = 0; j < NW; ++j) wv[j] = WidenQ8(row + j * ldw + k, sv[j]);
+      for (int m = 0; m < M; ++m) {
+        const VF xv = hn::LoadU(df, x + m * ldx + k);
+        for (int j = 0; j < NW; ++j) acc[m][j] = hn::MulAdd(xv, wv[j], acc[m][j]);
+      }
+    }
+  }
+  StoreSums<M, NW>(acc, tail, bias, r, y, ldy);
+}
+
+// The q8 products on integers: each activation row is rounded to int16 per block of the
+// weights' blocks (sx = max |x| / 32767 of the block, xq = round(x / sx); relative error at most
+// 2^-16 of the block's largest value, against q8's 2^-8 on the weights), then each block's
+// int8 x int16 products are summed exactly in int32 (VPMADDWD on x86: 2 products a lane, no
+// widening to float) and the sum scaled by d_w * sx into float32 accumulators: about half the
+// instructions of widening every weight to float. Used for M <= 2 (the registers of M x 4
+// float and int accumulators) when a block is whole int16 vectors and x is finite; not on
+// HWY_SCALAR (one lane: no int16 pairs).
+#undef JOMOIM_Q8_INT16  // this file is compiled once per target
+#if HWY_TARGET != HWY_SCALAR
+#define JOMOIM_Q8_INT16 1
+using DI32 = hn::RebindToSigned<DF>;
+using DQ16 = hn::Repartition<std::int16_t, DF>;  // twice DF's lanes
+using D8H = hn::Rebind<std::int8_t, DQ16>;       // as many int8 lanes as DQ16 has (half a vector)
+
+// false when a value is not finite (the caller takes the float path, which propagates it).
+bool QuantizeX16(const float* HWY_RESTRICT x, std::size_t ldx, int M, int K, int block, std::int16_t* HWY_RESTRICT xq,
+                 float* HWY_RESTRICT sx) {
+  const int nb = K / block;
+  for (int m = 0; m < M; ++m)
+    for (int b = 0; b < nb; ++b) {
+      const float* xb = x + m * ldx + b * block;
+      float amax = 0.0f;
+      for (int k = 0; k < block; ++k) {
+        const float a = std::fabs(xb[k]);
+        if (!(a <= std::numeric_limits<float>::max())) return false;  // inf or NaN
+        amax = a > amax ? a : amax;
+      }
+      const float s = amax / 32767.0f, inv = amax > 0.0f ? 32767.0f / amax : 0.0f;
+      sx[m * nb + b] = s;
+      std::int16_t* qb = xq + static_cast<std::size_t>(m) * K + b * block;
+      for (int k = 0; k < block; ++k) {
+        const float v = std::nearbyint(xb[k] * inv);
+        qb[k] = static_cast<std::int16_t>(v > 32767.0f ? 32767.0f : (v < -32767.0f ? -32767.0f : v));
+      }
+    }
+  return true;
+}
+
+template <int M, int NW>
+HWY_INLINE void Q8Group16(const std::int16_t* HWY_RESTRICT xq, const float* HWY_RESTRICT sx, int K,
+                          const std::int8_t* HWY_RESTRICT q, std::size_t ldw, const float* HWY_RESTRICT scales,
+                          int block, int r, const float* bias, float* HWY_RESTRICT y, std::size_t ldy) {
+  const DF df;
+  const DI32 di;
+  const DQ16 d16;
+  const D8H d8;
+  const int N16 = static_cast<int>(hn::Lanes(d16));
+  const int nb = K / block;
+  VF acc[M][kW];
+  const float tail[M][kW] = {};
+  for (int m = 0; m < M; ++m)
+    for (int j = 0; j < kW; ++j) acc[m][j] = hn::Zero(df);
+  const std::int8_t* row = q + static_cast<std::size_t>(r) * ldw;
+  const float* srow = scales + static_cast<std::size_t>(r) * nb;
+  for (int b = 0; b < nb; ++b) {
+    hn::Vec<DI32> s0[M][NW], s1[M][NW];
+    for (int m = 0; m < M; ++m)
+      for (int j = 0; j < NW; ++j) s0[m][j] = s1[m][j] = hn::Zero(di);
+    for (int k = b * block; k < (b + 1) * block; k += N16) {
+      // The next group's rows, kPrefetchGroups groups ahead (the hardware prefetcher misses
+      // four short interleaved streams).
+      for (int j = 0; j < NW; ++j) hwy::Prefetch(row + (kPrefetchGroups * kW + j) * ldw + k);
+      hn::Vec<DQ16> wv[NW];
+      for (int j = 0; j < NW; ++j) wv[j] = hn::PromoteTo(d16, hn::LoadU(d8, row + j * ldw + k));
+      for (int m = 0; m < M; ++m) {
+        const auto xv = hn::LoadU(d16, xq + static_cast<std::size_t>(m) * K + k);
+        for (int j = 0; j < NW; ++j) s0[m][j] = hn::ReorderWidenMulAccumulate(di, xv, wv[j], s0[m][j], s1[m][j]);
+      }
+    }
+    for (int m = 0; m < M; ++m)
+      for (int j = 0; j < NW; ++j)
+        acc[m][j] = hn::MulAdd(hn::ConvertTo(df, hn::Add(s0[m][j], s1[m][j])),
+                               hn::Set(df, srow[j * nb + b] * sx[m * nb + b]), acc[m][j]);
+  }
+  StoreSums<M, NW>(acc, tail, bias, r, y, ldy);
+}
+
+template <int M>
+void Q8Rows16M(const std::int16_t* xq, const float* sx, int K, const std::int8_t* q, std::size_t ldw,
+               const float* scales, int block, int rows, const float* bias, float* y, std::size_t ldy) {
+  int r = 0;
+  for (; r + kW <= rows; r += kW) Q8Group16<M, kW>(xq, sx, K, q, ldw, scales, block, r, bias, y, ldy);
+  for (; r < rows; ++r) Q8Group16<M, 1>(xq, sx, K, q, ldw, scales, block, r, bias, y, ldy);
+}
+#endif  // HWY_TARGET != HWY_SCALAR
+
+template <int M>
+void Bf16RowsM(const float* x, std::size_t ldx, const std::uint16_t* w, std::size_t ldw, int K, int rows,
+               const float* bias, float* y, std::size_t ldy) {
+  int r = 0;
+  for (; r + kW <= rows; r += kW) Bf16Group<M, kW>(x, ldx, w, ldw, K, r, bias, y, ldy);
+  for (; r < rows; ++r) Bf16Group<M, 1>(x, ldx, w, ldw, K, r, bias, y, ldy);
+}
+
+template <int M>
+void Q8RowsM(const float* x, std::size_t ldx, const std::int8_t* q, std::size_t ldw, const float* scales, int block,
+             int K, int rows, const float* bias, float* y, std::size_t ldy) {
+  int r = 0;
+  for (; r + kW <= rows; r += kW) Q8Group<M, kW>(x, ldx, q, ldw, scales, block, K, r, bias, y, ldy);
+  for (; r < rows; ++r) Q8Group<M, 1>(x, ldx, q, ldw, scales, block, K, r, bias, y, ldy);
+}
+
+void Bf16Rows(const float* x, std::size_t ldx, int M, const std::uint16_t* w, std::size_t ldw, int K, int rows,
+              const float* bias, float* y, std::size_t ldy) {
+  switch (M) {
+    case 1:
+      return Bf16RowsM<1>(x, ldx, w, ldw, K, rows, bias, y, ldy);
+    case 2:
+      return Bf16RowsM<2>(x, ldx, w, ldw, K, rows, bias, y, ldy);
+    case 3:
+      return Bf16RowsM<3>(x, ldx, w, ldw, K, rows, bias, y, ldy);
+    default:
+      return Bf16RowsM<4>(x, ldx, w, ldw, K, rows, bias, y, ldy);
+  }
+}
+
+void Q8Rows(const float* x, std::size_t ldx, int M, const std::int8_t* q, std::size_t ldw, const float* scales,
+            int block, int K, int rows, const float* bias, float* y, std::size_t ldy, std::int16_t* xq, float* sx) {
+#ifdef JOMOIM_Q8_INT16
+  const DQ16 d16;
+  if (M <= 2 && block % static_cast<int>(hn::Lanes(d16)) == 0 && QuantizeX16(x, ldx, M, K, block, xq, sx)) {
+    if (M == 1) return Q8Rows16M<1>(xq, sx, K, q, ldw, scales, block, rows, bias, y, ldy);
+    return Q8Rows16M<2>(xq, sx, K, q, ldw, scales, block, rows, bias, y, ldy);
+  }
+#else
+  (void)xq;
+  (void)sx;
+#endif
+  switch (M) {
+    case 1:
+      return Q8RowsM<1>(x, ldx, q, ldw, scales, block, K, rows, bias, y, ldy);
+    case 2:
+      return Q8RowsM<2>(x, ldx, q, ldw, scales, block, K, rows, bias, y, ldy);
+    case 3:
+      return Q8RowsM<3>(x, ldx, q, ldw, scales, block, K, rows, bias, y, ldy);
+    default:
+      return Q8RowsM<4>(x, ldx, q, ldw, scales, block, K, rows, bias, y, ldy);
+  }
+}
+
+void WidenBf16Array(const std::uint16_t* src, float* dst, std::size_t n) {
+  const DF df;
+  const std::size_t N = hn::Lanes(df);
+  std::size_t i = 0;
+  for (; i + N <= n; i += N) hn::StoreU(WidenBf16(src + i), df, dst + i);
+  for (; i < n; ++i) dst[i] = bf16_to_float(src[i]);
+}
+
+void DequantizeQ8Row(const std::int8_t* values, const float* scales, int block, int K, float* dst) {
+  const DF df;
+  const int N = static_cast<int>(hn::Lanes(df));
+  for (int b = 0; b < K / block; ++b) {
+    const VF s = hn::Set(df, scales[b]);
+    for (int k = b * block; k < (b + 1) * block; k += N) hn::StoreU(WidenQ8(values + k, s), df, dst + k);
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace jomoim::detail
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace jomoim::detail {
+HWY_EXPORT(Bf16Rows);
+HWY_EXPORT(Q8Rows);
+HWY_EXPORT(WidenBf16Array);
+HWY_EXPORT(DequantizeQ8Row);
+}  // namespace jomoim::detail
+
+namespace jomoim::matvec {
+void bf16_rows(const float* x, std::size_t ldx, int M, const std::uint16_t* w, std::size_t ldw, int K, int rows,
+               const float* bias, float* y, std::size_t ldy) {
+  if (M <= 0 || rows <= 0) return;
+  HWY_DYNAMIC_DISPATCH(detail::Bf16Rows)(x, ldx, M, w, ldw, K, rows, bias, y, ldy);
+}
+void q8_rows(const float* x, std::size_t ldx, int M, const std::int8_t* values, std::size_t ldw, const float* scales,
+             int block, int K, int rows, const float* bias, float* y, std::size_t ldy) {
+  if (M <= 0 || rows <= 0) return;
+  thread_local std::vector<std::int16_t> xq;  // the activations in int16 (see Q8Group16)
+  thread_local std::vector<float> sx;
+  xq.resize(static_cast<std::size_t>(M) * K);
+  sx.resize(static_cast<std::size_t>(M) * (K / block));
+  HWY_DYNAMIC_DISPATCH(detail::Q8Rows)
+  (x, ldx, M, values, ldw, scales, block, K, rows, bias, y, ldy, xq.data(), sx.data());
+}
+void widen_bf16(const std::uint16_t* src, float* dst, std::size_t n) {
+  HWY_DYNAMIC_DISPATCH(detail::WidenBf16Array)(src, dst, n);
+}
+void dequantize_q8_row(const std::int8_t* values, const float* scales, int block, int K, float* dst) {
+  HWY_DYNAMIC_DISPATCH(detail::DequantizeQ8Row)(values, scales, block, K, dst);
+}
+}  // namespace jomoim::matvec
+#endif  // HWY_ONCE

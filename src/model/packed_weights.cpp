@@ -1,0 +1,311 @@
+// The bf16 / q8 weight formats: packing at load, the products, GptModel's format switch.
+// See packed_weights.hpp and WeightFormat in include/jomoim/model/model.hpp.
+#include "packed_weights.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <mutex>
+
+#include "blas.hpp"
+#include "jomoim/core/half.hpp"
+#include "jomoim/engine/matvec.hpp"
+#include "jomoim/engine/quant.hpp"
+#include "jomoim/engine/threads.hpp"
+
+namespace jomoim {
+
+const char* weight_format_name(WeightFormat f) {
+  switch (f) {
+    case WeightFormat::f32:
+      return "f32";
+    case WeightFormat::bf16:
+      return "bf16";
+    case WeightFormat::q8:
+      return "q8";
+  }
+  return "?";
+}
+
+std::optional<WeightFormat> parse_weight_format(std::string_view s) {
+  if (s == "f32" || s == "float32") return WeightFormat::f32;
+  if (s == "bf16" || s == "bfloat16") return WeightFormat::bf16;
+  if (s == "q8") return WeightFormat::q8;
+  return std::nullopt;
+}
+
+namespace {
+
+// Up to this many activation rows, products read the stored weights directly (once per group
+// of rows); above, a widened tile and a float32 GEMM are cheaper (measured on GPT-2 small's
+// shape: widening costs about as much as 16 rows of direct products).
+constexpr int kMatvecRows = 16;
+
+// dst[r, c] = src[c, r] for a [cols, rows] source: 32 x 32 tiles, so both sides stay in cache.
+void transpose(const float* src, int rows, int cols, float* dst) {
+  constexpr int kT = 32;
+  for (int c0 = 0; c0 < cols; c0 += kT)
+    for (int r0 = 0; r0 < rows; r0 += kT) {
+      const int c1 = std::min(cols, c0 + kT), r1 = std::min(rows, r0 + kT);
+      for (int c = c0; c < c1; ++c)
+        for (int r = r0; r < r1; ++r)
+          dst[static_cast<std::size_t>(r) * cols + c] = src[static_cast<std::size_t>(c) * rows + r];
+    }
+}
+
+}  // namespace
+
+PackedMatrix PackedMatrix::pack(WeightFormat format, const float* src, int rows, int cols, bool conv1d,
+                                const std::string& name) {
+  if (format == WeightFormat::f32) throw Error("model: " + name + ": f32 matrices are not packed");
+  PackedMatrix m;
+  m.format = format;
+  m.rows = rows;
+  m.cols = cols;
+  const std::size_t n = static_cast<std::size_t>(rows) * cols;
+  // The matrix one row per output, float32 (a transposed copy for Conv1D weights).
+  std::vector<float> t;
+  const float* w = src;
+  if (conv1d) {
+    t.resize(n);
+    transpose(src, rows, cols, t.data());
+    w = t.data();
+  }
+  if (format == WeightFormat::bf16) {
+    m.bf16.resize(n);
+    for (std::size_t i = 0; i < n; ++i) m.bf16[i] = bf16_from_float(w[i]);
+    return m;
+  }
+  m.block = cols % 32 == 0 ? 32 : 16;
+  if (cols % 16 != 0)
+    throw Error("model: q8 weights need input widths that are multiples of 16; " + name + " has " +
+                std::to_string(cols));
+  for (std::size_t i = 0; i < n; ++i)
+    if (!std::isfinite(w[i]))
+      throw Error("model: " + name + " has a non-finite weight at [" + std::to_string(conv1d ? i % cols : i / cols) +
+                  ", " + std::to_string(conv1d ? i / cols : i % cols) + "]; q8 cannot hold it");
+  m.q.resize(n);
+  m.scales.resize(n / m.block);
+  ConstTensor4 x;
+  x.data = w;
+  x.shape = {1, 1, rows, cols};
+  x.strides = {0, 0, cols, 1};
+  quantize_q8(x, Q8Tensor4{{1, 1, rows, cols}, m.block, m.q.data(), m.scales.data()});
+  return m;
+}
+
+std::size_t PackedMatrix::bytes() const {
+  return bf16.size() * sizeof(std::uint16_t) + q.size() + scales.size() * sizeof(float);
+}
+
+void PackedMatrix::rows_f32(int r0, int n, float* out) const {
+  const std::size_t off = static_cast<std::size_t>(r0) * cols;
+  if (format == WeightFormat::bf16) {
+    matvec::widen_bf16(bf16.data() + off, out, static_cast<std::size_t>(n) * cols);
+    return;
+  }
+  const int nb = cols / block;
+  for (int r = 0; r < n; ++r)
+    matvec::dequantize_q8_row(q.data() + off + static_cast<std::size_t>(r) * cols,
+                              scales.data() + static_cast<std::size_t>(r0 + r) * nb, block, cols,
+                              out + static_cast<std::size_t>(r) * cols);
+}
+
+void PackedMatrix::row(int r, float* out) const { rows_f32(r, 1, out); }
+
+void PackedMatrix::unpack(float* out, bool conv1d) const {
+  std::vector<float> r(cols);
+  for (int i = 0; i < rows; ++i) {
+    if (!conv1d) {
+      row(i, out + static_cast<std::size_t>(i) * cols);
+      continue;
+    }
+    row(i, r.data());
+    for (int c = 0; c < cols; ++c) out[static_cast<std::size_t>(c) * rows + i] = r[c];
+  }
+}
+
+std::size_t PackedWeights::bytes() const {
+  std::size_t b = wte.bytes() + small.size() * sizeof(float);
+  for (const auto& x : blocks) b += x.c_attn.bytes() + x.c_proj.bytes() + x.c_fc.bytes() + x.mlp_proj.bytes();
+  return b;
+}
+
+void packed_linear(const float* x, int N, const PackedMatrix& W, const float* bias, float* y, std::size_t ldy,
+                   int threads) {
+  const int R = W.rows, K = W.cols;
+  if (N <= 0 || R <= 0) return;
+  if (N <= kMatvecRows) {
+    // Activation rows by groups that share each weight read: 4 for bf16, 2 for q8 (its integer
+    // path's register budget; matvec.cpp).
+    const int group = W.format == WeightFormat::bf16 ? matvec::kMaxRows : 2;
+    auto run = [&](int r0, int r1) {
+      if (r1 <= r0) return;
+      const float* b = bias ? bias + r0 : nullptr;
+      for (int n0 = 0; n0 < N; n0 += group) {
+        const int m = std::min(group, N - n0);
+        const float* xs = x + static_cast<std::size_t>(n0) * K;
+        float* ys = y + static_cast<std::size_t>(n0) * ldy + r0;
+        if (W.format == WeightFormat::bf16)
+          matvec::bf16_rows(xs, K, m, W.bf16.data() + static_cast<std::size_t>(r0) * K, K, K, r1 - r0, b, ys, ldy);
+        else
+          matvec::q8_rows(xs, K, m, W.q.data() + static_cast<std::size_t>(r0) * K, K,
+                          W.scales.data() + static_cast<std::size_t>(r0) * (K / W.block), W.block, K, r1 - r0, b, ys,
+                          ldy);
+      }
+    };
+    int nt = resolve_threads(threads);
+    // A product under 64 Ki weights is not worth a parallel region; slices are 16 outputs.
+    if (static_cast<std::size_t>(R) * K < 65536 || omp_in_parallel()) nt = 1;
+    nt = std::max(1, std::min(nt, (R + 15) / 16));
+    if (nt == 1) {
+      run(0, R);
+      return;
+    }
+#pragma omp parallel num_threads(nt)
+    {
+      const int t = omp_get_thread_num(), T = omp_get_num_threads();
+      const int blocks = (R + 15) / 16;
+      const int b0 = static_cast<int>(static_cast<long>(blocks) * t / T);
+      const int b1 = static_cast<int>(static_cast<long>(blocks) * (t + 1) / T);
+      run(std::min(R, b0 * 16), std::min(R, b1 * 16));
+    }
+    return;
+  }
+  // A prompt: tiles of outputs widened into float32, then one GEMM per tile (y = bias, += x W^T).
+  constexpr int kTile = 256;
+  for (int n = 0; n < N; ++n) {
+    float* yr = y + static_cast<std::size_t>(n) * ldy;
+    if (bias)
+      std::memcpy(yr, bias, sizeof(float) * R);
+    else
+      std::fill(yr, yr + R, 0.0f);
+  }
+  thread_local std::vector<float> tile;
+  tile.resize(static_cast<std::size_t>(std::min(kTile, R)) * K);
+  const int nt = omp_in_parallel() ? 1 : std::max(1, std::min(resolve_threads(threads), kTile / 16));
+  for (int r0 = 0; r0 < R; r0 += kTile) {
+    const int n = std::min(kTile, R - r0);
+    float* t = tile.data();
+    if (nt == 1) {
+      W.rows_f32(r0, n, t);
+    } else {
+#pragma omp parallel for schedule(static) num_threads(nt)
+      for (int c = 0; c < (n + 15) / 16; ++c)
+        W.rows_f32(r0 + 16 * c, std::min(16, n - 16 * c), t + static_cast<std::size_t>(16) * c * K);
+    }
+    model_blas::gemm(false, true, N, n, K, 1.0f, x, K, t, K, 1.0f, y + r0, static_cast<int>(ldy), threads);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// GptModel's side.
+
+struct GptModel::FloatCopy {
+  std::once_flag once;
+  std::vector<float> data;
+  GptParams params;
+};
+
+GptParams PackedWeights::keep_small(const GptConfig& c, const GptParams& p) {
+  const std::size_t C = c.n_embd, F = c.inner(), L = c.n_layer;
+  small.resize(static_cast<std::size_t>(c.n_positions) * C + 2 * C + L * (4 * C + 3 * C + C + F + C));
+  std::size_t at = 0;
+  auto keep = [&](const float* src, std::size_t n) {
+    float* dst = small.data() + at;
+    std::memcpy(dst, src, sizeof(float) * n);
+    at += n;
+    return static_cast<const float*>(dst);
+  };
+  GptParams np;
+  np.wpe = keep(p.wpe, static_cast<std::size_t>(c.n_positions) * C);
+  np.blocks.resize(L);
+  for (std::size_t l = 0; l < L; ++l) {
+    const BlockParams& b = p.blocks[l];
+    BlockParams& n = np.blocks[l];
+    n.ln_1 = {keep(b.ln_1.weight, C), keep(b.ln_1.bias, C)};
+    n.ln_2 = {keep(b.ln_2.weight, C), keep(b.ln_2.bias, C)};
+    n.c_attn.bias = keep(b.c_attn.bias, 3 * C);
+    n.c_proj.bias = keep(b.c_proj.bias, C);
+    n.c_fc.bias = keep(b.c_fc.bias, F);
+    n.mlp_proj.bias = keep(b.mlp_proj.bias, C);
+  }
+  np.ln_f = {keep(p.ln_f.weight, C), keep(p.ln_f.bias, C)};
+  return np;
+}
+
+void GptModel::adopt(std::shared_ptr<PackedWeights> pw, const GptParams& small, WeightFormat format) {
+  params_ = pw->keep_small(config_, small);
+  packed_ = std::move(pw);
+  owners_.clear();  // the checkpoint (or its widened copy) is no longer read
+  copied_bytes_ = packed_->bytes();
+  weight_format_ = format;
+  float_copy_ = std::make_shared<FloatCopy>();
+}
+
+GptModel::GptModel(GptConfig config, const GptParams& small, std::shared_ptr<PackedWeights> packed, WeightFormat format)
+    : config_(std::move(config)) {
+  config_.validate();
+  adopt(std::move(packed), small, format);
+}
+
+void GptModel::set_weight_format(WeightFormat format) {
+  if (format == weight_format_) return;
+  if (weight_format_ != WeightFormat::f32)
+    throw Error(std::string("model: the weights are already ") + weight_format_name(weight_format_) +
+                "; a model converts them only from f32 (load it again)");
+  const GptConfig& c = config_;
+  const int C = c.n_embd, F = c.inner(), V = c.vocab_size, L = c.n_layer;
+  auto pw = std::make_shared<PackedWeights>();
+  pw->wte = PackedMatrix::pack(format, params_.wte, V, C, false, "wte.weight");
+  pw->blocks.resize(L);
+  for (int l = 0; l < L; ++l) {
+    const BlockParams& b = params_.blocks[l];
+    const std::string h = "h." + std::to_string(l) + ".";
+    PackedWeights::Block& p = pw->blocks[l];
+    p.c_attn = PackedMatrix::pack(format, b.c_attn.weight, 3 * C, C, true, h + "attn.c_attn.weight");
+    p.c_proj = PackedMatrix::pack(format, b.c_proj.weight, C, C, true, h + "attn.c_proj.weight");
+    p.c_fc = PackedMatrix::pack(format, b.c_fc.weight, F, C, true, h + "mlp.c_fc.weight");
+    p.mlp_proj = PackedMatrix::pack(format, b.mlp_proj.weight, C, F, true, h + "mlp.c_proj.weight");
+  }
+  const GptParams old = params_;
+  adopt(std::move(pw), old, format);
+}
+
+std::size_t GptModel::weight_bytes() const {
+  if (packed_) return packed_->bytes();
+  return static_cast<std::size_t>(config_.parameter_count()) * sizeof(float);
+}
+
+const GptParams& GptModel::float_params() const {
+  if (!packed_) return params_;
+  FloatCopy& f = *float_copy_;
+  std::call_once(f.once, [&] {
+    const GptConfig& c = config_;
+    const std::size_t C = c.n_embd, F = c.inner(), V = c.vocab_size;
+    const std::size_t per_block = 3 * C * C + C * C + C * F + F * C;
+    f.data.resize(V * C + c.n_layer * per_block);
+    float* at = f.data.data();
+    GptParams p = params_;
+    packed_->wte.unpack(at, false);
+    p.wte = at;
+    at += V * C;
+    for (int l = 0; l < c.n_layer; ++l) {
+      const PackedWeights::Block& b = packed_->blocks[l];
+      const PackedMatrix* m[4] = {&b.c_attn, &b.c_proj, &b.c_fc, &b.mlp_proj};
+      const float** w[4] = {&p.blocks[l].c_attn.weight, &p.blocks[l].c_proj.weight, &p.blocks[l].c_fc.weight,
+                            &p.blocks[l].mlp_proj.weight};
+      for (int i = 0; i < 4; ++i) {
+        m[i]->unpack(at, true);
+        *w[i] = at;
+        at += static_cast<std::size_t>(m[i]->rows) * m[i]->cols;
+      }
+    }
+    f.params = std::move(p);
+  });
+  return f.params;
+}
+
+}  // namespace jomoim

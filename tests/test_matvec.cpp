@@ -1,0 +1,162 @@
+// The weight-format products (jomoim/engine/matvec.hpp) against a float64 sum over the same
+// stored weights, on every SIMD target: bf16 and q8 rows, 1-4 activation rows, odd widths and
+// row counts (tails of the 4-row groups and, for bf16, of the vectors), bias or none, strided
+// inputs and outputs whose gaps must stay untouched.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "jomoim/core/half.hpp"
+#include "jomoim/engine/attention.hpp"
+#include "jomoim/engine/matvec.hpp"
+#include "jomoim/engine/quant.hpp"
+#include "jomoim/engine/simd.hpp"
+
+namespace {
+
+using namespace jomoim;
+
+struct PinTarget {
+  explicit PinTarget(const std::string& t) { set_simd_target(t); }
+  ~PinTarget() { set_simd_target(""); }
+};
+
+constexpr float kPoison = -7.25e30f;
+
+struct Case {
+  int M, K, rows;
+  bool bias;
+};
+
+// |got - want| <= tol * sum_k |x_k w_k| (+ |bias|): float32 accumulation of K products.
+void expect_close(const std::vector<float>& y, std::size_t ldy, const std::vector<double>& want,
+                  const std::vector<double>& mag, int M, int rows, int K, const std::string& what) {
+  const double tol = 4.0 * (K + 4) * std::numeric_limits<float>::epsilon();
+  for (int m = 0; m < M; ++m)
+    for (int r = 0; r < static_cast<int>(ldy); ++r) {
+      const float g = y[m * ldy + r];
+      if (r >= rows) {
+        ASSERT_EQ(g, kPoison) << what << ": wrote past the outputs at m=" << m << " r=" << r;
+        continue;
+      }
+      const double w = want[m * rows + r];
+      ASSERT_LE(std::abs(g - w), tol * mag[m * rows + r] + 1e-30) << what << " m=" << m << " r=" << r;
+    }
+}
+
+const Case kCases[] = {{1, 16, 1, false}, {1, 32, 4, true},   {2, 48, 7, true},    {3, 64, 5, false},
+                       {4, 96, 9, true},  {1, 768, 37, true}, {4, 256, 64, false}, {2, 1024, 13, true},
+                       {1, 32, 3, true},  {3, 160, 130, true}};
+
+TEST(Matvec, Bf16RowsMatchFloat64OnEveryTarget) {
+  std::mt19937_64 rng(11);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  int checked = 0;
+  for (const std::string& target : simd_targets()) {
+    PinTarget pin(target);
+    for (const Case& c : kCases)
+      for (int extra_k : {0, 1, 7}) {  // bf16 takes any K: vector tails
+        const int K = c.K + extra_k, ldx = K + 3, ldw = K + 5;
+        const std::size_t ldy = c.rows + 2;
+        std::vector<float> x(static_cast<std::size_t>(c.M) * ldx), b(c.rows);
+        std::vector<std::uint16_t> w(static_cast<std::size_t>(c.rows) * ldw);
+        for (auto& v : x) v = nd(rng);
+        for (auto& v : w) v = bf16_from_float(nd(rng) * 0.1f);
+        for (auto& v : b) v = nd(rng);
+        std::vector<double> want(static_cast<std::size_t>(c.M) * c.rows), mag(want.size());
+        for (int m = 0; m < c.M; ++m)
+          for (int r = 0; r < c.rows; ++r) {
+            double s = c.bias ? b[r] : 0.0, a = c.bias ? std::abs(b[r]) : 0.0;
+            for (int k = 0; k < K; ++k) {
+              const double p = static_cast<double>(x[m * ldx + k]) * bf16_to_float(w[r * ldw + k]);
+              s += p;
+              a += std::abs(p);
+            }
+            want[m * c.rows + r] = s;
+            mag[m * c.rows + r] = a;
+          }
+        std::vector<float> y(c.M * ldy, kPoison);
+        matvec::bf16_rows(x.data(), ldx, c.M, w.data(), ldw, K, c.rows, c.bias ? b.data() : nullptr, y.data(), ldy);
+        expect_close(
+            y, ldy, want, mag, c.M, c.rows, K,
+            target + " bf16 M=" + std::to_string(c.M) + " K=" + std::to_string(K) + " rows=" + std::to_string(c.rows));
+        ++checked;
+      }
+  }
+  EXPECT_GE(checked, 30);
+}
+
+TEST(Matvec, Q8RowsMatchFloat64OnEveryTarget) {
+  std::mt19937_64 rng(12);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  int checked = 0;
+  for (const std::string& target : simd_targets()) {
+    PinTarget pin(target);
+    for (const Case& c : kCases)
+      for (int block : {16, 32}) {
+        if (c.K % block) continue;
+        const int K = c.K, ldx = K + 1;
+        const std::size_t ldy = c.rows + 3;
+        std::vector<float> x(static_cast<std::size_t>(c.M) * ldx), b(c.rows), wf(static_cast<std::size_t>(c.rows) * K);
+        for (auto& v : x) v = nd(rng);
+        for (auto& v : wf) v = nd(rng) * 0.05f;
+        for (int k = 0; k < K; ++k) wf[k] = 0.0f;  // an all-zero row: scale 0
+        for (auto& v : b) v = nd(rng);
+        const Q8Buffer q = quantize_q8(ConstTensor4::contiguous(wf.data(), {1, 1, c.rows, K}), block);
+        std::vector<double> want(static_cast<std::size_t>(c.M) * c.rows), mag(want.size());
+        for (int m = 0; m < c.M; ++m)
+          for (int r = 0; r < c.rows; ++r) {
+            double s = c.bias ? b[r] : 0.0, a = c.bias ? std::abs(b[r]) : 0.0;
+            for (int k = 0; k < K; ++k) {
+              const double wv = static_cast<double>(q.scales[(r * K + k) / block]) * q.values[r * K + k];
+              const double p = static_cast<double>(x[m * ldx + k]) * wv;
+              s += p;
+              a += std::abs(p);
+            }
+            want[m * c.rows + r] = s;
+            mag[m * c.rows + r] = a;
+          }
+        std::vector<float> y(c.M * ldy, kPoison);
+        matvec::q8_rows(x.data(), ldx, c.M, q.values.data(), K, q.scales.data(), block, K, c.rows,
+                        c.bias ? b.data() : nullptr, y.data(), ldy);
+        expect_close(y, ldy, want, mag, c.M, c.rows, K,
+                     target + " q8 M=" + std::to_string(c.M) + " K=" + std::to_string(K) +
+                         " block=" + std::to_string(block) + " rows=" + std::to_string(c.rows));
+        // Widening a row gives the stored numbers exactly.
+        std::vector<float> row(K, kPoison);
+        const int r = c.rows - 1;
+        matvec::dequantize_q8_row(q.values.data() + static_cast<std::size_t>(r) * K,
+                                  q.scales.data() + static_cast<std::size_t>(r) * (K / block), block, K, row.data());
+        for (int k = 0; k < K; ++k)
+          ASSERT_EQ(row[k], q.scales[(r * K + k) / block] * static_cast<float>(q.values[r * K + k])) << target;
+        ++checked;
+      }
+  }
+  EXPECT_GE(checked, 30);
+}
+
+TEST(Matvec, WidenBf16IsExactOnEveryTarget) {
+  std::vector<std::uint16_t> src;
+  for (std::uint32_t u = 0; u < 65536; u += 7) src.push_back(static_cast<std::uint16_t>(u));  // NaN, inf, subnormals
+  for (const std::string& target : simd_targets()) {
+    PinTarget pin(target);
+    std::vector<float> dst(src.size() + 1, kPoison);
+    matvec::widen_bf16(src.data(), dst.data(), src.size());
+    for (std::size_t i = 0; i < src.size(); ++i) {
+      const float want = bf16_to_float(src[i]);
+      if (std::isnan(want))
+        ASSERT_TRUE(std::isnan(dst[i])) << target << " " << i;
+      else
+        ASSERT_EQ(std::bit_cast<std::uint32_t>(dst[i]), std::bit_cast<std::uint32_t>(want)) << target << " " << i;
+    }
+    EXPECT_EQ(dst.back(), kPoison) << target;
+  }
+}
+
+}  // namespace
