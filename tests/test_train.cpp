@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <random>
 #include <sstream>
 #include <string>
@@ -201,6 +202,31 @@ TEST(Init, SinusoidalPositionEmbedding) {
     }
   }
   EXPECT_EQ(wpe_seen, 1);
+}
+
+// --wpe-scale: the position embedding's start (either kind) times the factor, nothing else moved;
+// a scale that is not a positive number is refused.
+TEST(Init, PositionEmbeddingScale) {
+  GptConfig c;
+  c.n_layer = 1;
+  c.n_head = 2;
+  c.n_embd = 8;
+  c.n_positions = 5;
+  c.vocab_size = 9;
+  for (const bool sines : {false, true}) {
+    const GptTrainable one(c, 4, sines, 1.0), three(c, 4, sines, 3.0);
+    int wpe_seen = 0;
+    for (const auto& t : one.layout()) {
+      const float* a = one.values().data() + t.offset;
+      const float* b = three.values().data() + t.offset;
+      const double f = t.name == "wpe.weight" ? 3.0 : 1.0;
+      wpe_seen += t.name == "wpe.weight";
+      for (std::size_t i = 0; i < t.size; ++i) ASSERT_NEAR(b[i], f * a[i], 1e-7) << t.name << " " << i << " " << sines;
+    }
+    EXPECT_EQ(wpe_seen, 1);
+  }
+  for (const double bad : {0.0, -1.0, std::nan(""), std::numeric_limits<double>::infinity()})
+    EXPECT_THROW(GptTrainable(c, 4, true, bad), Error) << bad;
 }
 
 TEST(Optimizer, AdamWClipAndSchedule) {
