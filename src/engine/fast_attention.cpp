@@ -115,6 +115,13 @@ HWY_INLINE void TransposeSquare(VF (&v)[kLanes]) {
 }
 #endif
 
+// Prefetches the cache lines of one 16-bit row of n values (element stride `stride`; only unit
+// strides are worth it). A hint past the tensor's end is harmless.
+HWY_INLINE void Prefetch16(const std::uint16_t* row, std::ptrdiff_t stride, std::int64_t n) {
+  if (stride != 1) return;
+  for (std::int64_t i = 0; i < n; i += 32) hwy::Prefetch(row + i);
+}
+
 // dst[i] = the float32 value of src[i * stride] for i < n, 16-bit storage of format t (bf16 or
 // f16; exact). Contiguous sources by whole vectors (F16C's VCVTPH2PS on AVX2 and up; bf16 is a
 // shift), the rest and strided sources one by one.
@@ -136,6 +143,35 @@ HWY_INLINE void WidenRow(const std::uint16_t* HWY_RESTRICT src, std::ptrdiff_t s
   }
   for (; i < n; ++i) dst[i] = half_to_float(src[std::ptrdiff_t(i) * stride], t);
 }
+
+// Readers of K and V rows for the direct (decode) kernels: L values of a row as float32 at p.
+// Float rows as they are; 16-bit rows widened in registers, so a decode step reads bf16 / f16
+// keys and values once, in place, like float32 ones (2x fewer bytes), instead of widening each
+// tile into a packed buffer first.
+struct F32Row {
+  using T = float;
+  static HWY_INLINE VF Load(const float* HWY_RESTRICT p) { return hn::LoadU(DF(), p); }
+  static HWY_INLINE float At(const float* p) { return *p; }
+};
+struct Bf16Row {
+  using T = std::uint16_t;
+  static HWY_INLINE VF Load(const std::uint16_t* HWY_RESTRICT p) {
+    const hn::Rebind<hwy::bfloat16_t, DF> dh;
+    return hn::PromoteTo(DF(), hn::LoadU(dh, reinterpret_cast<const hwy::bfloat16_t*>(p)));
+  }
+  static HWY_INLINE float At(const std::uint16_t* p) { return bf16_to_float(*p); }
+};
+struct F16Row {
+  using T = std::uint16_t;
+  static HWY_INLINE VF Load(const std::uint16_t* HWY_RESTRICT p) {
+    const hn::Rebind<hwy::float16_t, DF> dh;
+    return hn::PromoteTo(DF(), hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(p)));
+  }
+  static HWY_INLINE float At(const std::uint16_t* p) { return f16_to_float(*p); }
+};
+// Elements of a row per 64-byte cache line (the prefetch step).
+template <class Rd>
+constexpr std::ptrdiff_t kLineOf = 64 / sizeof(typename Rd::T);
 
 // Everything below is instantiated for each tile shape of plan.hpp: kBlockQ query rows by
 // kBlockK keys.
@@ -239,19 +275,23 @@ struct Tiled {
   // vectors over rows would be mostly empty. Needs K's D-stride to be 1. The scores stay in row
   // layout S [rows, kBlockK] (softmax along each row), not S^T.
   //   q [R, depth] (row stride ldq), k [keys, depth] (row stride ldk), s [R, kBlockK].
-  template <size_t R>
-  static HWY_INLINE void ScoreRowsDirect(const float* HWY_RESTRICT q, size_t ldq, const float* HWY_RESTRICT k,
+  //   Rd reads K's rows (F32Row, or Bf16Row / F16Row: 16-bit keys widened in registers).
+  template <size_t R, class Rd = F32Row>
+  static HWY_INLINE void ScoreRowsDirect(const float* HWY_RESTRICT q, size_t ldq, const typename Rd::T* HWY_RESTRICT k,
                                          std::ptrdiff_t ldk, size_t keys, float* HWY_RESTRICT s, size_t depth) {
     const DF df;
     const size_t L = hn::Lanes(df);
     const size_t whole = depth / L * L;
     for (size_t j = 0; j < keys; ++j) {
-      const float* kr = k + std::ptrdiff_t(j) * ldk;
-      for (size_t c = 0; c < depth; c += 16) hwy::Prefetch(kr + kPrefetchKeys * ldk + std::ptrdiff_t(c));
+      const typename Rd::T* kr = k + std::ptrdiff_t(j) * ldk;
+      for (std::ptrdiff_t c = 0; c < std::ptrdiff_t(depth); c += kLineOf<Rd>)
+        hwy::Prefetch(kr + kPrefetchKeys * ldk + c);
       VF acc[R];
       for (size_t r = 0; r < R; ++r) acc[r] = hn::Zero(df);
+      // The tails by explicit fma: the compiler's contraction of a * b + c differs between the
+      // float and the 16-bit instantiations, and a 16-bit K must give the float path's bits.
       for (size_t d = 0; d < whole; d += L) {
-        const VF kv = hn::LoadU(df, kr + d);
+        const VF kv = Rd::Load(kr + d);
         for (size_t r = 0; r < R; ++r) acc[r] = hn::MulAdd(hn::LoadU(df, q + r * ldq + d), kv, acc[r]);
       }
 #ifdef JOMOIM_SUM4
@@ -265,7 +305,7 @@ struct Tiled {
         hn::Store(Sum4(acc[0], acc[1], third, fourth), hn::Full128<float>(), dots);
         for (size_t r = 0; r < R; ++r) {
           float dot = dots[r];
-          for (size_t d = whole; d < depth; ++d) dot += q[r * ldq + d] * kr[d];
+          for (size_t d = whole; d < depth; ++d) dot = std::fma(q[r * ldq + d], Rd::At(kr + d), dot);
           s[r * kBlockK + j] = dot;
         }
         continue;
@@ -273,7 +313,7 @@ struct Tiled {
 #endif
       for (size_t r = 0; r < R; ++r) {
         float dot = hn::GetLane(hn::SumOfLanes(df, acc[r]));
-        for (size_t d = whole; d < depth; ++d) dot += q[r * ldq + d] * kr[d];
+        for (size_t d = whole; d < depth; ++d) dot = std::fma(q[r * ldq + d], Rd::At(kr + d), dot);
         s[r * kBlockK + j] = dot;
       }
     }
@@ -282,12 +322,13 @@ struct Tiled {
   // Blocks of at most this many rows take the direct path.
   static constexpr std::int64_t kDirectRows = 8;
 
-  static HWY_INLINE void ScoreTileDirect(const float* qp, size_t rows, size_t depth, const float* k, std::ptrdiff_t ldk,
-                                         size_t keys, float* s) {
+  template <class Rd = F32Row>
+  static HWY_INLINE void ScoreTileDirect(const float* qp, size_t rows, size_t depth, const typename Rd::T* k,
+                                         std::ptrdiff_t ldk, size_t keys, float* s) {
     size_t r = 0;
-    for (; r + 4 <= rows; r += 4) ScoreRowsDirect<4>(qp + r * depth, depth, k, ldk, keys, s + r * kBlockK, depth);
-    for (; r + 2 <= rows; r += 2) ScoreRowsDirect<2>(qp + r * depth, depth, k, ldk, keys, s + r * kBlockK, depth);
-    for (; r < rows; ++r) ScoreRowsDirect<1>(qp + r * depth, depth, k, ldk, keys, s + r * kBlockK, depth);
+    for (; r + 4 <= rows; r += 4) ScoreRowsDirect<4, Rd>(qp + r * depth, depth, k, ldk, keys, s + r * kBlockK, depth);
+    for (; r + 2 <= rows; r += 2) ScoreRowsDirect<2, Rd>(qp + r * depth, depth, k, ldk, keys, s + r * kBlockK, depth);
+    for (; r < rows; ++r) ScoreRowsDirect<1, Rd>(qp + r * depth, depth, k, ldk, keys, s + r * kBlockK, depth);
   }
 
   // o[r][x] += sum_j p[r][j] * v[j][x] for r < MR, j < keys, x < NV vectors.
@@ -299,9 +340,10 @@ struct Tiled {
   //   With a non-null oscale, o's rows are first multiplied by oscale[r] (the online softmax's
   //   rescale, folded into the one load of o per tile, as for O^T).
   //   With kStream (the few rows of the direct path, which read each V row once), the V rows
-  //   kPrefetchKeys ahead are prefetched.
-  template <size_t MR, size_t NV, bool kStream>
-  static HWY_INLINE void ValueMicro(const float* HWY_RESTRICT pt, PLayout pl, const float* HWY_RESTRICT v,
+  //   kPrefetchKeys ahead are prefetched. Rd reads V's rows (F32Row, or 16-bit rows widened in
+  //   registers: Bf16Row, F16Row).
+  template <size_t MR, size_t NV, bool kStream, class Rd = F32Row>
+  static HWY_INLINE void ValueMicro(const float* HWY_RESTRICT pt, PLayout pl, const typename Rd::T* HWY_RESTRICT v,
                                     std::ptrdiff_t ldv, size_t keys, float* HWY_RESTRICT o, size_t ldo,
                                     const float* HWY_RESTRICT oscale) {
     const DF df;
@@ -313,13 +355,14 @@ struct Tiled {
         acc[r][x] =
             oscale != nullptr ? hn::Mul(hn::Load(df, o + r * ldo + x * L), f) : hn::Load(df, o + r * ldo + x * L);
     }
-    const float* HWY_RESTRICT vj = v;
+    const typename Rd::T* HWY_RESTRICT vj = v;
     const float* HWY_RESTRICT pj = pt;
     for (size_t j = 0; j < keys; ++j, vj += ldv, pj += pl.pj) {
       if constexpr (kStream)
-        for (size_t c = 0; c < NV * L; c += 16) hwy::Prefetch(vj + kPrefetchKeys * ldv + std::ptrdiff_t(c));
+        for (std::ptrdiff_t c = 0; c < std::ptrdiff_t(NV * L); c += kLineOf<Rd>)
+          hwy::Prefetch(vj + kPrefetchKeys * ldv + c);
       VF vv[NV];
-      for (size_t x = 0; x < NV; ++x) vv[x] = hn::LoadU(df, vj + x * L);
+      for (size_t x = 0; x < NV; ++x) vv[x] = Rd::Load(vj + x * L);
       for (size_t r = 0; r < MR; ++r) {
         const VF pb = hn::Set(df, pj[r * pl.pr]);
         for (size_t x = 0; x < NV; ++x) acc[r][x] = hn::MulAdd(pb, vv[x], acc[r][x]);
@@ -330,13 +373,14 @@ struct Tiled {
   }
 
   // The kernel above over the columns [x, dvp) of V and o: NV vectors at a time, then NV / 2, ...
-  template <size_t MR, size_t NV, bool kStream>
-  static HWY_INLINE void ValueColumns(const float* pt, PLayout pl, const float* v, std::ptrdiff_t ldv, size_t keys,
-                                      float* o, size_t dvp, const float* oscale, size_t x = 0) {
+  template <size_t MR, size_t NV, bool kStream, class Rd = F32Row>
+  static HWY_INLINE void ValueColumns(const float* pt, PLayout pl, const typename Rd::T* v, std::ptrdiff_t ldv,
+                                      size_t keys, float* o, size_t dvp, const float* oscale, size_t x = 0) {
     const size_t L = hn::Lanes(DF());
-    for (; x + NV * L <= dvp; x += NV * L) ValueMicro<MR, NV, kStream>(pt, pl, v + x, ldv, keys, o + x, dvp, oscale);
+    for (; x + NV * L <= dvp; x += NV * L)
+      ValueMicro<MR, NV, kStream, Rd>(pt, pl, v + x, ldv, keys, o + x, dvp, oscale);
     if constexpr (NV > 1)
-      if (x < dvp) ValueColumns<MR, NV / 2, kStream>(pt, pl, v, ldv, keys, o, dvp, oscale, x);
+      if (x < dvp) ValueColumns<MR, NV / 2, kStream, Rd>(pt, pl, v, ldv, keys, o, dvp, oscale, x);
   }
 
   // AccT [dv, cols] = AccT * alpha (per column) + V^T [dv, keys] * P^T [keys, cols], the score
@@ -359,14 +403,16 @@ struct Tiled {
   // Acc [rows, dvp] = Acc * alpha (per row) + P [rows, keys] * V [keys, dvp], P laid out as pl
   // says. The rescale rides on the one load of Acc per tile (a separate pass over Acc cost about
   // 1 % at D = 64).
-  static HWY_INLINE void ValueTile(const float* pt, PLayout pl, size_t rows, const float* v, std::ptrdiff_t ldv,
-                                   size_t keys, float* acc, size_t dvp, const float* alpha) {
+  //   Rd reads V's rows; 16-bit rows (Bf16Row, F16Row) only for the direct path's few rows.
+  template <class Rd = F32Row>
+  static HWY_INLINE void ValueTile(const float* pt, PLayout pl, size_t rows, const typename Rd::T* v,
+                                   std::ptrdiff_t ldv, size_t keys, float* acc, size_t dvp, const float* alpha) {
     size_t r = 0;
     auto block = [&](auto mr, auto nv) {
       constexpr size_t MR = decltype(mr)::value, NV = decltype(nv)::value;
       if (rows <= std::size_t(kDirectRows)) {
-        ValueColumns<MR, NV, true>(pt + r * pl.pr, pl, v, ldv, keys, acc + r * dvp, dvp, alpha + r);
-      } else {
+        ValueColumns<MR, NV, true, Rd>(pt + r * pl.pr, pl, v, ldv, keys, acc + r * dvp, dvp, alpha + r);
+      } else if constexpr (std::is_same_v<Rd, F32Row>) {
         ValueColumns<MR, NV, false>(pt + r * pl.pr, pl, v, ldv, keys, acc + r * dvp, dvp, alpha + r);
       }
       r += MR;
@@ -620,14 +666,27 @@ struct Tiled {
     const std::int64_t koff = rows.b * p.k.strides[0] + rows.g * p.k.strides[1] + t0 * p.k.strides[2];
     const float* kbase = p.half() ? nullptr : p.k.data + koff;
     std::int64_t ksn = p.k.strides[2], ksd = p.k.strides[3];
-    if (p.half() && !buf.bf16dot) {  // 16-bit K: the tile widened into kp, then read as float32 rows
-      for (std::int64_t j = 0; j < tl; ++j)
+    bool scored = false;
+    if (p.half() && !buf.bf16dot && buf.direct && ksd == 1) {
+      // Few rows (decode), contiguous 16-bit keys: read in place, widened in registers.
+      if (p.dtype == Dtype::bf16) {
+        ScoreTileDirect<Bf16Row>(buf.qp, size_t(rows.n), size_t(D), p.k16.data + koff, ksn, size_t(tl), buf.st);
+      } else {
+        ScoreTileDirect<F16Row>(buf.qp, size_t(rows.n), size_t(D), p.k16.data + koff, ksn, size_t(tl), buf.st);
+      }
+      scored = true;
+    } else if (p.half() && !buf.bf16dot) {  // 16-bit K: the tile widened into kp, then read as float32 rows
+      for (std::int64_t j = 0; j < tl; ++j) {
+        // Streamed from memory once, like the float32 decode path's rows: prefetched ahead.
+        Prefetch16(p.k16.data + koff + (j + kPrefetchKeys) * ksn, ksd, D);
         WidenRow(p.k16.data + koff + j * ksn, ksd, size_t(D), buf.kp + j * D, p.dtype);
+      }
       kbase = buf.kp;
       ksn = D;
       ksd = 1;
     }
-    if (buf.bf16dot) {  // VDPBF16PS on K's bf16 rows in place; the scale applied to the sums
+    if (scored) {
+    } else if (buf.bf16dot) {  // VDPBF16PS on K's bf16 rows in place; the scale applied to the sums
       score_tile_bf16(p.k16.data + koff, ksn, size_t(tl), reinterpret_cast<const std::uint32_t*>(buf.qt), kBlockQ,
                       buf.cols, buf.st, kBlockQ, size_t(D), s.scale * kLog2e);
     } else if (buf.direct) {
@@ -749,6 +808,10 @@ struct Tiled {
     // V rows are read in place when they are contiguous (whole vectors for the direct path);
     // otherwise packed.
     const bool direct_v = !p.half() && p.v.strides[3] == 1 && (value_t || size_t(s.Dv) == buf.dvp);
+    // 16-bit V read in place by the direct path (few rows, contiguous rows of whole vectors), in
+    // tiles without masked keys (the others take the packed path, which handles non-finite values
+    // under masked keys: docs/design.md, "Non-finite inputs").
+    const bool direct_v16 = p.half() && buf.direct && p.v.strides[3] == 1 && size_t(s.Dv) == buf.dvp;
     for (std::int64_t t0 = k0; t0 < k1; t0 += kBlockK) {
       const std::int64_t tl = std::min<std::int64_t>(kBlockK, k1 - t0);
       const std::int64_t first_masked = TileScores(p, rows, t0, tl, buf);
@@ -759,13 +822,25 @@ struct Tiled {
       }
       // (acc and O^T are rescaled by alpha inside ValueTile and ValueTileT)
       const std::int64_t voff = rows.b * p.v.strides[0] + rows.g * p.v.strides[1] + t0 * p.v.strides[2];
+      if (direct_v16 && first_masked >= tl) {
+        const std::uint16_t* v16 = p.v16.data + voff;
+        if (p.dtype == Dtype::bf16) {
+          ValueTile<Bf16Row>(buf.st, buf.layout(), size_t(rows.n), v16, p.v.strides[2], size_t(tl), buf.acc, buf.dvp,
+                             buf.alpha);
+        } else {
+          ValueTile<F16Row>(buf.st, buf.layout(), size_t(rows.n), v16, p.v.strides[2], size_t(tl), buf.acc, buf.dvp,
+                            buf.alpha);
+        }
+        continue;
+      }
       const float* vbase = p.half() ? nullptr : p.v.data + voff;
       const float* vrows = vbase;
       std::ptrdiff_t ldv = p.v.strides[2];
       if (!direct_v) {
         for (std::int64_t j = 0; j < tl; ++j) {
           float* dst = buf.vp + j * buf.dvp;
-          if (p.half()) {  // 16-bit V: widened while packing
+          if (p.half()) {  // 16-bit V: widened while packing (prefetched ahead, as K)
+            Prefetch16(p.v16.data + voff + (j + kPrefetchKeys) * p.v.strides[2], p.v.strides[3], s.Dv);
             WidenRow(p.v16.data + voff + j * p.v.strides[2], p.v.strides[3], size_t(s.Dv), dst, p.dtype);
           } else {
             const float* src = vbase + j * p.v.strides[2];
