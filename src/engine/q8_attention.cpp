@@ -124,7 +124,7 @@ struct Kernel {
       for (int kk = 0; kk < G; ++kk) {
         kv[kk] = KRow(rows, t0 + j + kk);
         ks[kk] = KScales(rows, t0 + j + kk);
-        hwy::Prefetch(kv[kk] + kPrefetchRows * D);
+        for (std::int64_t c = 0; c < D; c += 64) hwy::Prefetch(kv[kk] + kPrefetchRows * D + c);  // every line
       }
       VF acc[R][G];
       for (std::size_t r = 0; r < R; ++r)
@@ -152,7 +152,7 @@ struct Kernel {
     for (; j < tl; ++j) {
       const std::int8_t* kv = KRow(rows, t0 + j);
       const float* ks = KScales(rows, t0 + j);
-      hwy::Prefetch(kv + kPrefetchRows * D);
+      for (std::int64_t c = 0; c < D; c += 64) hwy::Prefetch(kv + kPrefetchRows * D + c);
       VF acc[R];
       for (std::size_t r = 0; r < R; ++r) acc[r] = hn::Zero(df);
       for (std::int64_t e0 = 0, bi = 0; e0 < D; e0 += block, ++bi) {
@@ -192,7 +192,7 @@ struct Kernel {
     for (std::int64_t j = 0; j < tl; ++j) {
       const std::int8_t* vv = VRow(rows, t0 + j) + e0;
       const float* vs = VScales(rows, t0 + j);
-      if (e0 == 0) hwy::Prefetch(vv + kPrefetchRows * p.s.Dv);
+      for (std::int64_t c = 0; c < std::int64_t(C * L); c += 64) hwy::Prefetch(vv + kPrefetchRows * p.s.Dv + c);
       VF pr[R];
       for (std::size_t r = 0; r < R; ++r) pr[r] = hn::Set(df, P[(r0 + std::int64_t(r)) * kQ8Tile + j]);
       for (std::size_t c = 0; c < C; ++c) {
