@@ -204,8 +204,10 @@ std::vector<float> GptModel::forward(std::span<const std::int32_t> ids, KvCache&
     switch (cache.format()) {
       case KvFormat::f32: {
         const ConstTensor4 q = layers::heads<const float>(qbase, 1, H, T, D, S3);
-        const ConstTensor4 k = layers::heads<const float>(cache.keys(l), 1, H, Tk, D, C);
-        const ConstTensor4 v = layers::heads<const float>(cache.values(l), 1, H, Tk, D, C);
+        // The cache's [H, capacity, D] planes, each head's first Tk rows.
+        const std::int64_t cap = cache.capacity(), hs = cap * D;
+        const ConstTensor4 k{cache.keys(l), {1, H, Tk, D}, {H * hs, hs, D, 1}};
+        const ConstTensor4 v{cache.values(l), {1, H, Tk, D}, {H * hs, hs, D, 1}};
         attention(q, k, v, o, layer_attn);
         break;
       }
@@ -219,12 +221,11 @@ std::vector<float> GptModel::forward(std::span<const std::int32_t> ids, KvCache&
             qkv[static_cast<std::size_t>(t) * S3 + q_off + i] = bf16_to_float(bits);  // what the trace records
           }
         const std::size_t kv0 = cache.layer_offset(l);
+        const std::int64_t cap = cache.capacity(), hs = cap * D;
         const ConstTensor4x16 q{layers::heads<const std::uint16_t>(q16.data(), 1, H, T, D, C), Dtype::bf16};
-        const ConstTensor4x16 k{layers::heads<const std::uint16_t>(cache.data16_.data() + kv0, 1, H, Tk, D, C),
+        const ConstTensor4x16 k{{cache.data16_.data() + kv0, {1, H, Tk, D}, {H * hs, hs, D, 1}}, Dtype::bf16};
+        const ConstTensor4x16 v{{cache.data16_.data() + kv0 + cache.plane(), {1, H, Tk, D}, {H * hs, hs, D, 1}},
                                 Dtype::bf16};
-        const ConstTensor4x16 v{
-            layers::heads<const std::uint16_t>(cache.data16_.data() + kv0 + cache.plane(), 1, H, Tk, D, C),
-            Dtype::bf16};
         attention(q, k, v, o, layer_attn);
         break;
       }

@@ -84,27 +84,31 @@ std::size_t KvCache::bytes() const {
 }
 
 void KvCache::write_rows(int layer, int pos, int n, const float* k, const float* v, std::int64_t stride) {
-  const int C = n_embd_;
+  const int C = n_embd_, H = n_head_, D = C / H;
   const std::size_t base = layer_offset(layer);
+  // Row (h, j) of a [H, capacity, D] plane.
+  auto at = [&](int h, int j) { return static_cast<std::size_t>(h) * capacity_ * D + static_cast<std::size_t>(j) * D; };
   switch (format_) {
     case KvFormat::f32:
-      for (int t = 0; t < n; ++t) {
-        std::memcpy(&data_[base + static_cast<std::size_t>(pos + t) * C], k + t * stride, sizeof(float) * C);
-        std::memcpy(&data_[base + plane() + static_cast<std::size_t>(pos + t) * C], v + t * stride, sizeof(float) * C);
-      }
+      for (int t = 0; t < n; ++t)
+        for (int h = 0; h < H; ++h) {
+          std::memcpy(&data_[base + at(h, pos + t)], k + t * stride + h * D, sizeof(float) * D);
+          std::memcpy(&data_[base + plane() + at(h, pos + t)], v + t * stride + h * D, sizeof(float) * D);
+        }
       return;
     case KvFormat::bf16:
-      for (int t = 0; t < n; ++t) {
-        std::uint16_t* kd = &data16_[base + static_cast<std::size_t>(pos + t) * C];
-        std::uint16_t* vd = kd + plane();
-        for (int i = 0; i < C; ++i) {
-          kd[i] = bf16_from_float(k[t * stride + i]);
-          vd[i] = bf16_from_float(v[t * stride + i]);
+      for (int t = 0; t < n; ++t)
+        for (int h = 0; h < H; ++h) {
+          std::uint16_t* kd = &data16_[base + at(h, pos + t)];
+          std::uint16_t* vd = kd + plane();
+          for (int i = 0; i < D; ++i) {
+            kd[i] = bf16_from_float(k[t * stride + h * D + i]);
+            vd[i] = bf16_from_float(v[t * stride + h * D + i]);
+          }
         }
-      }
       return;
     case KvFormat::q8: {
-      const int H = n_head_, D = C / H, nb = D / q8_block_;
+      const int nb = D / q8_block_;
       for (int which = 0; which < 2; ++which) {
         const float* src = which ? v : k;
         const std::size_t vb = base + (which ? plane() : 0);
@@ -124,18 +128,25 @@ void KvCache::read_rows(int layer, bool values, int first, int n, float* out) co
   if (first < 0 || n < 0 || first + n > capacity_)
     throw Error("KV cache: rows [" + std::to_string(first) + ", " + std::to_string(first + n) +
                 ") are outside the capacity of " + std::to_string(capacity_));
-  const int C = n_embd_;
+  const int C = n_embd_, H = n_head_, D = C / H;
   const std::size_t base = layer_offset(layer) + (values ? plane() : 0);
   switch (format_) {
     case KvFormat::f32:
-      std::memcpy(out, &data_[base + static_cast<std::size_t>(first) * C], sizeof(float) * n * C);
+      for (int t = 0; t < n; ++t)
+        for (int h = 0; h < H; ++h)
+          std::memcpy(out + static_cast<std::size_t>(t) * C + h * D,
+                      &data_[base + (static_cast<std::size_t>(h) * capacity_ + first + t) * D], sizeof(float) * D);
       return;
     case KvFormat::bf16:
-      for (std::size_t i = 0, m = static_cast<std::size_t>(n) * C; i < m; ++i)
-        out[i] = bf16_to_float(data16_[base + static_cast<std::size_t>(first) * C + i]);
+      for (int t = 0; t < n; ++t)
+        for (int h = 0; h < H; ++h) {
+          const std::uint16_t* src = &data16_[base + (static_cast<std::size_t>(h) * capacity_ + first + t) * D];
+          float* dst = out + static_cast<std::size_t>(t) * C + h * D;
+          for (int i = 0; i < D; ++i) dst[i] = bf16_to_float(src[i]);
+        }
       return;
     case KvFormat::q8: {
-      const int H = n_head_, D = C / H, nb = D / q8_block_;
+      const int nb = D / q8_block_;
       for (int h = 0; h < H; ++h) {
         const std::size_t row0 = static_cast<std::size_t>(h) * capacity_ + first;
         ConstQ8Tensor4 src{
