@@ -116,15 +116,14 @@ void PackedMatrix::rows_f32(int r0, int n, float* out) const {
 void PackedMatrix::row(int r, float* out) const { rows_f32(r, 1, out); }
 
 void PackedMatrix::unpack(float* out, bool conv1d) const {
-  std::vector<float> r(cols);
-  for (int i = 0; i < rows; ++i) {
-    if (!conv1d) {
-      row(i, out + static_cast<std::size_t>(i) * cols);
-      continue;
-    }
-    row(i, r.data());
-    for (int c = 0; c < cols; ++c) out[static_cast<std::size_t>(c) * rows + i] = r[c];
+  if (!conv1d) {
+    rows_f32(0, rows, out);
+    return;
   }
+  // Back to GPT-2's [cols, rows]: the packing's tiled transpose, the other way round.
+  std::vector<float> t(static_cast<std::size_t>(rows) * cols);
+  rows_f32(0, rows, t.data());
+  transpose(t.data(), cols, rows, out);
 }
 
 std::size_t PackedWeights::bytes() const {
