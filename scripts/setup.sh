@@ -11,6 +11,7 @@ packages=(
   libhwy-dev                                     # Highway: SIMD with run-time dispatch
   libopenblas-dev                                # OpenBLAS: GEMM (matrix-vector products)
   libdnnl-dev                                    # oneDNN: the model's matrix products (fp32, bf16)
+  ocl-icd-opencl-dev                             # oneDNN's CMake package looks for OpenCL (a Recommends of libdnnl-dev)
   libcli11-dev nlohmann-json3-dev                # command line, JSON
   libgtest-dev libgmock-dev libbenchmark-dev     # GoogleTest, Google Benchmark
   python3 python3-numpy                          # NumPy interop tests (Debian's /usr/bin/python3)
