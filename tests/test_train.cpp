@@ -168,8 +168,9 @@ TEST(Backward, GradientsAccumulateAndScale) {
   EXPECT_THROW(m.loss_and_grad(bad, 3, 5), Error);
 }
 
-// --wpe-init sinusoidal: wpe holds the scaled sines and cosines, every other tensor the numbers
-// of the normal initialisation (the same draws), and the row norm is N(0, 0.02)'s expectation.
+// --wpe-init sinusoidal / fourier: wpe holds the scaled sines and cosines at that kind's
+// frequencies, every other tensor the numbers of the normal initialisation (the same draws), and
+// the row norm is N(0, 0.02)'s expectation.
 TEST(Init, SinusoidalPositionEmbedding) {
   GptConfig c;
   c.n_layer = 2;
@@ -177,31 +178,66 @@ TEST(Init, SinusoidalPositionEmbedding) {
   c.n_embd = 10;
   c.n_positions = 7;
   c.vocab_size = 11;
-  const GptTrainable normal(c, 3), sines(c, 3, true);
-  ASSERT_EQ(normal.values().size(), sines.values().size());
-  const double s = 0.02 * std::sqrt(2.0);
-  int wpe_seen = 0;
-  for (const auto& t : normal.layout()) {
-    const float* a = normal.values().data() + t.offset;
-    const float* b = sines.values().data() + t.offset;
-    if (t.name != "wpe.weight") {
-      for (std::size_t i = 0; i < t.size; ++i) ASSERT_EQ(a[i], b[i]) << t.name << " " << i;
-      continue;
-    }
-    ++wpe_seen;
-    for (int p = 0; p < c.n_positions; ++p) {
-      double norm2 = 0;
-      for (int i = 0; i < c.n_embd / 2; ++i) {
-        const double w = std::pow(10000.0, -2.0 * i / c.n_embd);
-        EXPECT_NEAR(b[p * c.n_embd + 2 * i], s * std::sin(p * w), 1e-8) << p << " " << i;
-        EXPECT_NEAR(b[p * c.n_embd + 2 * i + 1], s * std::cos(p * w), 1e-8) << p << " " << i;
-        norm2 += b[p * c.n_embd + 2 * i] * b[p * c.n_embd + 2 * i] +
-                 b[p * c.n_embd + 2 * i + 1] * b[p * c.n_embd + 2 * i + 1];
+  const GptTrainable normal(c, 3);
+  for (const WpeInit kind : {WpeInit::sinusoidal, WpeInit::fourier}) {
+    const GptTrainable sines(c, 3, kind);
+    ASSERT_EQ(normal.values().size(), sines.values().size());
+    const double s = 0.02 * std::sqrt(2.0);
+    int wpe_seen = 0;
+    for (const auto& t : normal.layout()) {
+      const float* a = normal.values().data() + t.offset;
+      const float* b = sines.values().data() + t.offset;
+      if (t.name != "wpe.weight") {
+        for (std::size_t i = 0; i < t.size; ++i) ASSERT_EQ(a[i], b[i]) << t.name << " " << i;
+        continue;
       }
-      EXPECT_NEAR(std::sqrt(norm2), 0.02 * std::sqrt(c.n_embd), 1e-6);
+      ++wpe_seen;
+      for (int p = 0; p < c.n_positions; ++p) {
+        double norm2 = 0;
+        for (int i = 0; i < c.n_embd / 2; ++i) {
+          const double w = kind == WpeInit::fourier ? 3.14159265358979323846 * (2 * i + 1) / c.n_embd
+                                                    : std::pow(10000.0, -2.0 * i / c.n_embd);
+          EXPECT_NEAR(b[p * c.n_embd + 2 * i], s * std::sin(p * w), 1e-8) << p << " " << i;
+          EXPECT_NEAR(b[p * c.n_embd + 2 * i + 1], s * std::cos(p * w), 1e-8) << p << " " << i;
+          norm2 += b[p * c.n_embd + 2 * i] * b[p * c.n_embd + 2 * i] +
+                   b[p * c.n_embd + 2 * i + 1] * b[p * c.n_embd + 2 * i + 1];
+        }
+        EXPECT_NEAR(std::sqrt(norm2), 0.02 * std::sqrt(c.n_embd), 1e-6);
+      }
     }
+    EXPECT_EQ(wpe_seen, 1);
   }
-  EXPECT_EQ(wpe_seen, 1);
+}
+
+// --wpe-init fourier with n_positions <= n_embd: every two position rows are orthogonal (the
+// sinusoidal kind's neighbours are nearly parallel), which is what lets one head attend to
+// exactly one offset.
+TEST(Init, FourierPositionRowsAreOrthogonal) {
+  GptConfig c;
+  c.n_layer = 1;
+  c.n_head = 2;
+  c.n_embd = 16;
+  c.n_positions = 16;
+  c.vocab_size = 9;
+  auto cosine = [&](const GptTrainable& m, int p, int q) {
+    for (const auto& t : m.layout())
+      if (t.name == "wpe.weight") {
+        const float* w = m.values().data() + t.offset;
+        double d = 0, np = 0, nq = 0;
+        for (int i = 0; i < c.n_embd; ++i) {
+          d += double(w[p * c.n_embd + i]) * w[q * c.n_embd + i];
+          np += double(w[p * c.n_embd + i]) * w[p * c.n_embd + i];
+          nq += double(w[q * c.n_embd + i]) * w[q * c.n_embd + i];
+        }
+        return d / std::sqrt(np * nq);
+      }
+    return std::nan("");
+  };
+  const GptTrainable fourier(c, 5, WpeInit::fourier), sines(c, 5, WpeInit::sinusoidal);
+  for (int p = 0; p < c.n_positions; ++p)
+    for (int q = 0; q < c.n_positions; ++q)
+      EXPECT_NEAR(cosine(fourier, p, q), p == q ? 1.0 : 0.0, 1e-5) << p << " " << q;
+  EXPECT_GT(cosine(sines, 3, 4), 0.5);
 }
 
 // --wpe-scale: the position embedding's start (either kind) times the factor, nothing else moved;
@@ -213,7 +249,7 @@ TEST(Init, PositionEmbeddingScale) {
   c.n_embd = 8;
   c.n_positions = 5;
   c.vocab_size = 9;
-  for (const bool sines : {false, true}) {
+  for (const WpeInit sines : {WpeInit::normal, WpeInit::sinusoidal, WpeInit::fourier}) {
     const GptTrainable one(c, 4, sines, 1.0), three(c, 4, sines, 3.0);
     int wpe_seen = 0;
     for (const auto& t : one.layout()) {
@@ -221,12 +257,13 @@ TEST(Init, PositionEmbeddingScale) {
       const float* b = three.values().data() + t.offset;
       const double f = t.name == "wpe.weight" ? 3.0 : 1.0;
       wpe_seen += t.name == "wpe.weight";
-      for (std::size_t i = 0; i < t.size; ++i) ASSERT_NEAR(b[i], f * a[i], 1e-7) << t.name << " " << i << " " << sines;
+      for (std::size_t i = 0; i < t.size; ++i)
+        ASSERT_NEAR(b[i], f * a[i], 1e-7) << t.name << " " << i << " " << int(sines);
     }
     EXPECT_EQ(wpe_seen, 1);
   }
   for (const double bad : {0.0, -1.0, std::nan(""), std::numeric_limits<double>::infinity()})
-    EXPECT_THROW(GptTrainable(c, 4, true, bad), Error) << bad;
+    EXPECT_THROW(GptTrainable(c, 4, WpeInit::sinusoidal, bad), Error) << bad;
 }
 
 TEST(Optimizer, AdamWClipAndSchedule) {

@@ -46,7 +46,9 @@ void run_train(TrainArgs& a) {
   for (const auto& d : a.data) a.o.data.emplace_back(d);
   for (const auto& d : a.val_data) a.o.val_data.emplace_back(d);
   a.o.documents = a.documents == "eot" ? Documents::eot : Documents::file;
-  a.o.sinusoidal_wpe = a.wpe_init == "sinusoidal";
+  a.o.wpe_init = a.wpe_init == "fourier"      ? WpeInit::fourier
+                 : a.wpe_init == "sinusoidal" ? WpeInit::sinusoidal
+                                              : WpeInit::normal;
   a.o.matmul =
       a.matmul == "bf16" || (a.matmul == "auto" && bf16_matmul_native()) ? MatmulPrecision::bf16 : MatmulPrecision::f32;
   a.o.out = a.out;
@@ -179,12 +181,14 @@ void add_train_command(CLI::App& app) {
   sub->add_option("--seed", o.seed, "seed of initialisation and batch order")->capture_default_str();
   sub->add_option("--threads", o.threads, threads_help)->capture_default_str();
   sub->add_option("--wpe-init", a->wpe_init,
-                  "how a new run starts the position embedding: normal (N(0, 0.02), as GPT-2), or sinusoidal "
-                  "(the Transformer paper's sines and cosines at that scale; learned from there)")
-      ->check(CLI::IsMember({"normal", "sinusoidal"}))
+                  "how a new run starts the position embedding: normal (N(0, 0.02), as GPT-2), sinusoidal "
+                  "(the Transformer paper's sines and cosines, mostly slow waves), or fourier (sines and "
+                  "cosines at frequencies spread evenly up to pi, in which one position back is a rotation a head "
+                  "can peak on); the sinusoids at N(0, 0.02)'s row norm, learned from there")
+      ->check(CLI::IsMember({"normal", "sinusoidal", "fourier"}))
       ->capture_default_str();
   sub->add_option("--wpe-scale", o.wpe_scale,
-                  "multiplies the position embedding's starting values (either --wpe-init) by this factor; a "
+                  "multiplies the position embedding's starting values (any --wpe-init) by this factor; a "
                   "larger start makes position a larger part of what the first layer's attention reads")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <numbers>
 #include <random>
 #include <string>
 
@@ -172,7 +173,7 @@ std::vector<ParamTensor> param_layout(const GptConfig& c) {
   return t;
 }
 
-GptTrainable::GptTrainable(const GptConfig& config, std::uint64_t seed, bool sinusoidal_wpe, double wpe_scale)
+GptTrainable::GptTrainable(const GptConfig& config, std::uint64_t seed, WpeInit wpe_init, double wpe_scale)
     : config_(config), layout_(param_layout(config)) {
   if (!(wpe_scale > 0) || !std::isfinite(wpe_scale))
     throw Error("train: the position embedding's scale must be a positive number, got " + std::to_string(wpe_scale));
@@ -189,13 +190,14 @@ GptTrainable::GptTrainable(const GptConfig& config, std::uint64_t seed, bool sin
       for (std::size_t i = 0; i < t.size; ++i) p[i] = static_cast<float>(sd * normal.next());
     } else if (is_weight) {  // LayerNorm gains
       std::fill(p, p + t.size, 1.0f);
-    }                                                // biases stay 0
-    if (sinusoidal_wpe && t.name == "wpe.weight") {  // drawn above too, so later tensors are unchanged
+    }                                                             // biases stay 0
+    if (wpe_init != WpeInit::normal && t.name == "wpe.weight") {  // drawn above too: later tensors unchanged
       const int C = config.n_embd;
       const double s = 0.02 * std::sqrt(2.0) * wpe_scale;
       for (int pos = 0; pos < config.n_positions; ++pos)
         for (int i = 0; 2 * i < C; ++i) {
-          const double w = std::pow(10000.0, -2.0 * i / C);
+          const double w =
+              wpe_init == WpeInit::fourier ? std::numbers::pi * (2 * i + 1) / C : std::pow(10000.0, -2.0 * i / C);
           p[static_cast<std::size_t>(pos) * C + 2 * i] = static_cast<float>(s * std::sin(pos * w));
           if (2 * i + 1 < C)
             p[static_cast<std::size_t>(pos) * C + 2 * i + 1] = static_cast<float>(s * std::cos(pos * w));

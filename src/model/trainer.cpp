@@ -93,7 +93,9 @@ json options_json(const TrainOptions& o) {
           {"eval_every", o.eval_every},
           {"eval_batches", o.eval_batches},
           {"seed", o.seed},
-          {"wpe_init", o.sinusoidal_wpe ? "sinusoidal" : "normal"},
+          {"wpe_init", o.wpe_init == WpeInit::fourier      ? "fourier"
+                       : o.wpe_init == WpeInit::sinusoidal ? "sinusoidal"
+                                                           : "normal"},
           {"wpe_scale", o.wpe_scale},
           {"threads", o.threads},
           {"matmul", o.matmul == MatmulPrecision::bf16 ? "bf16" : "f32"}};
@@ -373,7 +375,7 @@ TrainResult train_gpt(const TrainOptions& opt, const TrainCallbacks& cb) {
     adam->set_steps(step);
     say("resuming at step " + std::to_string(step) + " of " + std::to_string(opt.steps));
   } else {
-    model = std::make_unique<GptTrainable>(cfg, opt.seed, opt.sinusoidal_wpe, opt.wpe_scale);
+    model = std::make_unique<GptTrainable>(cfg, opt.seed, opt.wpe_init, opt.wpe_scale);
     adam = std::make_unique<AdamW>(model->values().size());
   }
   model->set_threads(opt.threads);

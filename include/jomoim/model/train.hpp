@@ -40,16 +40,27 @@ enum class MatmulPrecision { f32, bf16 };
 // Whether this CPU multiplies bf16 natively (AVX512_BF16); elsewhere bf16 is emulated and slow.
 bool bf16_matmul_native();
 
+// How a new run starts the learned position embedding (`train --wpe-init`).
+enum class WpeInit {
+  normal,      // N(0, 0.02), as GPT-2
+  sinusoidal,  // the Transformer paper's sines and cosines: frequencies 10000^(-2i / n_embd), 1 down to 1e-4
+  fourier,     // sines and cosines at n_embd / 2 frequencies spread evenly over (0, pi): pi (2i + 1) / n_embd
+};
+
 class GptTrainable {
  public:
   // GPT-2's initialisation: N(0, 0.02) for matrices and embeddings, projections into the
   // residual stream scaled by 1/sqrt(2 n_layer), zero biases, unit LayerNorm gains.
-  // sinusoidal_wpe: the position embedding starts instead as the Transformer paper's sinusoids
-  // (wpe[p, 2i] = s sin(p w_i), wpe[p, 2i + 1] = s cos(p w_i), w_i = 10000^(-2i / n_embd)),
-  // scaled (s = 0.02 sqrt 2) to N(0, 0.02)'s expected row norm; still learned like any weight.
-  // Every other tensor gets the same numbers either way. wpe_scale multiplies the position
-  // embedding's start (either kind) by that factor (> 0; 1 is the scale above).
-  GptTrainable(const GptConfig& config, std::uint64_t seed, bool sinusoidal_wpe = false, double wpe_scale = 1.0);
+  // wpe_init sinusoidal or fourier: the position embedding starts instead as sinusoids
+  // (wpe[p, 2i] = s sin(p w_i), wpe[p, 2i + 1] = s cos(p w_i)), scaled (s = 0.02 sqrt 2) to
+  // N(0, 0.02)'s expected row norm; still learned like any weight. sinusoidal: the Transformer
+  // paper's w_i = 10000^(-2i / n_embd), mostly slow waves (smooth in position); fourier:
+  // w_i = pi (2i + 1) / n_embd, spread evenly over (0, pi) (for n_positions <= n_embd every two
+  // rows are orthogonal, like one-hot positions, and "one position back" is a rotation
+  // of each pair, so a head's W_Q W_K^T can peak sharply at one offset). Every other tensor gets
+  // the same numbers either way. wpe_scale multiplies the position embedding's start (any kind)
+  // by that factor (> 0; 1 is the scale above).
+  GptTrainable(const GptConfig& config, std::uint64_t seed, WpeInit wpe_init = WpeInit::normal, double wpe_scale = 1.0);
   // Copies the weights of a loaded model (to continue training it).
   explicit GptTrainable(const GptModel& model);
 

@@ -58,8 +58,8 @@ struct TrainOptions {
   int eval_batches = 8;  // batches of validation windows, evenly spread; 0: every held-out token
   int save_every = 500;
   std::uint64_t seed = 1;
-  bool sinusoidal_wpe = false;  // --wpe-init sinusoidal (GptTrainable); only for a new run
-  double wpe_scale = 1.0;       // --wpe-scale (GptTrainable); only for a new run
+  WpeInit wpe_init = WpeInit::normal;  // --wpe-init (GptTrainable); only for a new run
+  double wpe_scale = 1.0;              // --wpe-scale (GptTrainable); only for a new run
   int threads = 0;
   // The training products' input precision (GptTrainable::set_matmul_precision); validation
   // always multiplies in float32.
