@@ -183,31 +183,33 @@ INSTANTIATE_TEST_SUITE_P(Attention, Half, ::testing::ValuesIn(half_cases()),
                            return std::string(jomoim::dtype_name(info.param.dtype)) + "_" + info.param.c.name;
                          });
 
-// The VDPBF16PS kernel (target AVX3_BF16, on CPUs with AVX512_BF16) runs: its scores round
+// The VDPBF16PS score kernels (target AVX3_BF16, on CPUs with AVX512_BF16) run: their sums round
 // differently from AVX3's widened float32 ones, so the bits differ; both are within tolerance
-// (the table above runs every target). Odd D: the last pair's high half is zero.
+// (the table above runs every target). Odd D: the last pair's high half is zero. Prefill (70
+// query rows, score_tile_bf16) and decode (one row of 4 heads per K/V head, score_rows_bf16).
 TEST(HalfBf16Dot, Avx3Bf16UsesItsOwnKernel) {
   const auto& all = targets();
   if (std::find(all.begin(), all.end(), "AVX3_BF16") == all.end()) GTEST_SKIP() << "no AVX512_BF16 on this CPU";
-  for (const I64 D : {64, 37}) {
-    Case c = make({1, 2, 1, 70, 300, D, 24});
-    c.name = "bf16dot_d" + std::to_string(D);
-    const HalfInputs h = build_half(c, seed_of(c.name), Dtype::bf16);
-    Expected e = expect(h.s);
-    widen_tolerance(h.s, e);
-    std::vector<float> outs[2];
-    int i = 0;
-    for (const char* target : {"AVX3", "AVX3_BF16"}) {
-      PinTarget pin(target);
-      Outputs o = make_outputs(c);
-      run_half(h, o, 1);
-      const F32Result got = read(o);
-      EXPECT_TRUE(compare(h.s, e, got, false, false)) << target << " D " << D;
-      outs[i++] = got.out;
+  for (const I64 Nq : {70, 1})
+    for (const I64 D : {64, 37}) {
+      Case c = Nq == 1 ? make({1, 8, 2, 1, 300, D, 64}) : make({1, 2, 1, 70, 300, D, 24});
+      c.name = "bf16dot_q" + std::to_string(Nq) + "_d" + std::to_string(D);
+      const HalfInputs h = build_half(c, seed_of(c.name), Dtype::bf16);
+      Expected e = expect(h.s);
+      widen_tolerance(h.s, e);
+      std::vector<float> outs[2];
+      int i = 0;
+      for (const char* target : {"AVX3", "AVX3_BF16"}) {
+        PinTarget pin(target);
+        Outputs o = make_outputs(c);
+        run_half(h, o, 1);
+        const F32Result got = read(o);
+        EXPECT_TRUE(compare(h.s, e, got, false, false)) << target << " Nq " << Nq << " D " << D;
+        outs[i++] = got.out;
+      }
+      EXPECT_FALSE(same_bits(outs[0], outs[1]))
+          << "AVX3_BF16 gave AVX3's bits: the VDPBF16PS kernels did not run, Nq " << Nq << " D " << D;
     }
-    EXPECT_FALSE(same_bits(outs[0], outs[1]))
-        << "AVX3_BF16 gave AVX3's bits: the VDPBF16PS kernel did not run, D " << D;
-  }
 }
 
 // ---------------------------------------------------------------------------------------------

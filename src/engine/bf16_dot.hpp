@@ -1,7 +1,8 @@
-// bf16_dot.hpp — the one AVX512_BF16 kernel (internal): Q·K^T of bf16 inputs by VDPBF16PS.
+// bf16_dot.hpp — the AVX512_BF16 kernels (internal): Q·K^T of bf16 inputs by VDPBF16PS, for
+// blocks of many query rows (prefill) and for the few rows of decode.
 //
 // Highway 1.0.3 cannot emit VDPBF16PS (its ReorderWidenMulAccumulate for bf16 widens and uses
-// FMAs, and it has no AVX3_ZEN4 / SPR target), so this kernel is written with intrinsics in a
+// FMAs, and it has no AVX3_ZEN4 / SPR target), so these kernels are written with intrinsics in a
 // function compiled for avx512bf16 (bf16_dot.cpp) and called from the AVX3 instantiation of the
 // attention kernels, only when the CPU has the instructions and bf16_dot_enabled() says so
 // (simd.cpp: the pseudo-target "AVX3_BF16", the default on such CPUs; pinning "AVX3" turns it off).
@@ -30,5 +31,13 @@ bool bf16_dot_enabled();
 // depth), 64-byte aligned, ldq a multiple of 16. st rows 64-byte aligned.
 void score_tile_bf16(const std::uint16_t* k, std::ptrdiff_t ldk, std::size_t keys, const std::uint32_t* qp,
                      std::size_t ldq, std::size_t cols, float* st, std::size_t ldst, std::size_t depth, float scale);
+
+// The few query rows of decode (the direct path): s[r * lds + j] = scale * sum_d q[r * ldq + d] *
+// k[j * ldk + d] for r < rows, j < keys. q: rows of bf16 bits zero-padded to a multiple of 32
+// (ldq too), 64-byte aligned; k: bf16 rows contiguous along d (any row stride), each read once
+// for all the rows, prefetched `ahead` keys ahead. Products exact, sums in float32 (as above).
+void score_rows_bf16(const std::uint16_t* q, std::size_t ldq, std::size_t rows, const std::uint16_t* k,
+                     std::ptrdiff_t ldk, std::size_t keys, float* s, std::size_t lds, std::size_t depth, float scale,
+                     std::ptrdiff_t ahead);
 
 }  // namespace jomoim::detail

@@ -528,6 +528,12 @@ struct Tiled {
     // bf16 inputs on AVX3 with AVX512_BF16 (bf16_dot.hpp): qt holds Q as bf16 pairs, not
     // pre-scaled ((D + 1) / 2 rows of kBlockQ 32-bit lanes), and K tiles are read in place.
     bool bf16dot;
+    // The direct path's bf16 inputs on AVX3 with AVX512_BF16: qt holds the block's query rows as
+    // bf16 bits (unscaled, rows of ldq16 zero-padded), scored by VDPBF16PS against K in place
+    // (score_rows_bf16). P·V stays float32 (V widened in registers): bf16 weights would give
+    // another ~10 % at H32/Hkv8 but move a bf16-cache model's logits by 2e-3 (bench/NOTES.md).
+    bool bf16direct;
+    size_t ldq16;
     // Strides of row r and key j in st.
     PLayout layout() const { return direct ? PLayout{size_t(kBlockK), 1} : PLayout{1, size_t(kBlockQ)}; }
     // Whether the output accumulates as O^T in acct (wide blocks, not direct) rather than in acc.
@@ -544,9 +550,12 @@ struct Tiled {
     b.direct = rows <= kDirectRows && (p.half() || p.k.strides[3] == 1);  // 16-bit K: widened rows
 #if HWY_TARGET == HWY_AVX3
     b.bf16dot = !b.direct && p.dtype == Dtype::bf16 && p.k.strides[3] == 1 && bf16_dot_enabled();
+    b.bf16direct = b.direct && p.dtype == Dtype::bf16 && p.k.strides[3] == 1 && bf16_dot_enabled();
 #else
     b.bf16dot = false;
+    b.bf16direct = false;
 #endif
+    b.ldq16 = RoundUp(size_t(s.D), 32);
     const size_t nq = RoundUp(size_t(s.D) * kBlockQ, a), nk = RoundUp(kBlockK * size_t(s.D), a),
                  nv = RoundUp(kBlockK * b.dvp, a), ns = kBlockK * kBlockQ, nacc = RoundUp(kBlockQ * b.dvp, a),
                  nm = kBlockQ;
@@ -591,6 +600,18 @@ struct Tiled {
       }
       for (std::int64_t d2 = 0; d2 < pairs; ++d2)
         std::fill(qp + d2 * kBlockQ + rows.n, qp + d2 * kBlockQ + buf.cols, 0u);
+      return;
+    }
+    if (buf.bf16direct) {  // rows of bf16 bits as they are, zero-padded to ldq16
+      auto* q16 = reinterpret_cast<std::uint16_t*>(buf.qt);
+      const std::int64_t sq = p.q.strides[3];
+      for (std::int64_t r = 0; r < rows.n; ++r) {
+        const std::uint16_t* qr =
+            p.q16.data + rows.b * p.q.strides[0] + rows.head[r] * p.q.strides[1] + rows.pos[r] * p.q.strides[2];
+        std::uint16_t* dst = q16 + r * std::int64_t(buf.ldq16);
+        for (std::int64_t d = 0; d < D; ++d) dst[d] = qr[d * sq];
+        std::fill(dst + D, dst + buf.ldq16, std::uint16_t(0));
+      }
       return;
     }
     if (half) {
@@ -667,7 +688,11 @@ struct Tiled {
     const float* kbase = p.half() ? nullptr : p.k.data + koff;
     std::int64_t ksn = p.k.strides[2], ksd = p.k.strides[3];
     bool scored = false;
-    if (p.half() && !buf.bf16dot && buf.direct && ksd == 1) {
+    if (buf.bf16direct) {  // VDPBF16PS on K's bf16 rows in place; the scale applied to the sums
+      score_rows_bf16(reinterpret_cast<const std::uint16_t*>(buf.qt), buf.ldq16, size_t(rows.n), p.k16.data + koff, ksn,
+                      size_t(tl), buf.st, kBlockK, size_t(D), s.scale * kLog2e, kPrefetchKeys);
+      scored = true;
+    } else if (p.half() && !buf.bf16dot && buf.direct && ksd == 1) {
       // Few rows (decode), contiguous 16-bit keys: read in place, widened in registers.
       if (p.dtype == Dtype::bf16) {
         ScoreTileDirect<Bf16Row>(buf.qp, size_t(rows.n), size_t(D), p.k16.data + koff, ksn, size_t(tl), buf.st);
