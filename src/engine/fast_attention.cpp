@@ -72,6 +72,9 @@ constexpr size_t kMR = 4;
 // keys ahead (16 KiB at D = 128). Measured on AVX2 at decode 1 x 4096, H32, D128 (Zen 5): one
 // thread 29 -> 37 GB/s, two threads 46 -> 51 (bench/NOTES.md, "Decode prefetch").
 constexpr std::ptrdiff_t kPrefetchKeys = 32;
+// The same distance in bytes for rows of Rd's element type (16-bit rows: twice the keys).
+template <class T>
+constexpr std::ptrdiff_t kPrefetchKeysOf = kPrefetchKeys* std::ptrdiff_t(sizeof(float) / sizeof(T));
 template <size_t N>
 using Size = std::integral_constant<size_t, N>;
 // Keys per tile of the default 64-row blocks (plan.hpp) when the block has more rows than the
@@ -285,7 +288,7 @@ struct Tiled {
     for (size_t j = 0; j < keys; ++j) {
       const typename Rd::T* kr = k + std::ptrdiff_t(j) * ldk;
       for (std::ptrdiff_t c = 0; c < std::ptrdiff_t(depth); c += kLineOf<Rd>)
-        hwy::Prefetch(kr + kPrefetchKeys * ldk + c);
+        hwy::Prefetch(kr + kPrefetchKeysOf<typename Rd::T> * ldk + c);
       VF acc[R];
       for (size_t r = 0; r < R; ++r) acc[r] = hn::Zero(df);
       // The tails by explicit fma: the compiler's contraction of a * b + c differs between the
@@ -360,7 +363,7 @@ struct Tiled {
     for (size_t j = 0; j < keys; ++j, vj += ldv, pj += pl.pj) {
       if constexpr (kStream)
         for (std::ptrdiff_t c = 0; c < std::ptrdiff_t(NV * L); c += kLineOf<Rd>)
-          hwy::Prefetch(vj + kPrefetchKeys * ldv + c);
+          hwy::Prefetch(vj + kPrefetchKeysOf<typename Rd::T> * ldv + c);
       VF vv[NV];
       for (size_t x = 0; x < NV; ++x) vv[x] = Rd::Load(vj + x * L);
       for (size_t r = 0; r < MR; ++r) {
@@ -690,7 +693,7 @@ struct Tiled {
     bool scored = false;
     if (buf.bf16direct) {  // VDPBF16PS on K's bf16 rows in place; the scale applied to the sums
       score_rows_bf16(reinterpret_cast<const std::uint16_t*>(buf.qt), buf.ldq16, size_t(rows.n), p.k16.data + koff, ksn,
-                      size_t(tl), buf.st, kBlockK, size_t(D), s.scale * kLog2e, kPrefetchKeys);
+                      size_t(tl), buf.st, kBlockK, size_t(D), s.scale * kLog2e, kPrefetchKeysOf<std::uint16_t>);
       scored = true;
     } else if (p.half() && !buf.bf16dot && buf.direct && ksd == 1) {
       // Few rows (decode), contiguous 16-bit keys: read in place, widened in registers.
