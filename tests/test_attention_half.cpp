@@ -185,13 +185,14 @@ INSTANTIATE_TEST_SUITE_P(Attention, Half, ::testing::ValuesIn(half_cases()),
 
 // The VDPBF16PS score kernels (target AVX3_BF16, on CPUs with AVX512_BF16) run: their sums round
 // differently from AVX3's widened float32 ones, so the bits differ; both are within tolerance
-// (the table above runs every target). Odd D: the last pair's high half is zero. Prefill (70
-// query rows, score_tile_bf16) and decode (one row of 4 heads per K/V head, score_rows_bf16).
+// (the table above runs every target). Odd D: the last pair's high half is zero; D 3: decode's
+// query rows (padded to 32) outgrow D * kBlockQ floats. Prefill (70 query rows,
+// score_tile_bf16) and decode (one row of 4 heads per K/V head, score_rows_bf16).
 TEST(HalfBf16Dot, Avx3Bf16UsesItsOwnKernel) {
   const auto& all = targets();
   if (std::find(all.begin(), all.end(), "AVX3_BF16") == all.end()) GTEST_SKIP() << "no AVX512_BF16 on this CPU";
   for (const I64 Nq : {70, 1})
-    for (const I64 D : {64, 37}) {
+    for (const I64 D : {64, 37, 3}) {
       Case c = Nq == 1 ? make({1, 8, 2, 1, 300, D, 64}) : make({1, 2, 1, 70, 300, D, 24});
       c.name = "bf16dot_q" + std::to_string(Nq) + "_d" + std::to_string(D);
       const HalfInputs h = build_half(c, seed_of(c.name), Dtype::bf16);

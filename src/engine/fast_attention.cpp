@@ -559,9 +559,11 @@ struct Tiled {
     b.bf16direct = false;
 #endif
     b.ldq16 = RoundUp(size_t(s.D), 32);
-    const size_t nq = RoundUp(size_t(s.D) * kBlockQ, a), nk = RoundUp(kBlockK * size_t(s.D), a),
-                 nv = RoundUp(kBlockK * b.dvp, a), ns = kBlockK * kBlockQ, nacc = RoundUp(kBlockQ * b.dvp, a),
-                 nm = kBlockQ;
+    // qt also holds a direct block's bf16 rows (bf16direct): kDirectRows rows of ldq16 halves,
+    // more than D * kBlockQ floats only for D < 8 in 32-row blocks.
+    const size_t nq = RoundUp(std::max(size_t(s.D) * kBlockQ, size_t(kDirectRows) * b.ldq16 / 2), a),
+                 nk = RoundUp(kBlockK * size_t(s.D), a), nv = RoundUp(kBlockK * b.dvp, a), ns = kBlockK * kBlockQ,
+                 nacc = RoundUp(kBlockQ * b.dvp, a), nm = kBlockQ;
     const size_t nacct = kValuesTransposed ? RoundUp(size_t(s.Dv) * kBlockQ, a) : 0;
     float* base = Scratch::for_this_thread().reserve(2 * nq + nk + nv + ns + nacc + nacct + 3 * nm);
     b.qt = base;
