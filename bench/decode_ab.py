@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""Engine decode in each storage format, side by side: `jomoim bench` runs of one or more
+binaries (e.g. before/after a kernel change), interleaved over rounds so the VM's drifting speed
+hits every configuration alike. Prints the median milliseconds of each configuration and, per
+binary and SIMD target, each format's speed-up over float32 (the median of the per-round ratios,
+with their range).
+
+    bench/decode_ab.py --bin build/release/jomoim [--bin other/jomoim] [--rounds 5]
+        [--kv-heads 32 8] [--targets default AVX2] [--dtypes f32 bf16 f16] [--threads 2]
+"""
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+
+
+def run(binary, kv, dtype, target, args):
+    cmd = [binary, "bench", "--heads", str(args.heads), "--kv-heads", str(kv), "--q-len", "1", "--kv-len",
+           str(args.kv_len), "--head-dim", str(args.head_dim), "--dtype", dtype, "--threads", str(args.threads),
+           "--min-time", str(args.min_time), "--json"]
+    if target != "default":
+        cmd += ["--target", target]
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    rows = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+    if out.returncode != 0 or not rows or rows[-1].get("status") != "ok":
+        sys.exit(f"decode_ab: {' '.join(cmd)} failed: {out.stderr.strip()[:300]}")
+    return rows[-1]["median_ms"], rows[-1]["simd_target"]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--bin", action="append", required=True, help="a jomoim binary (repeat to compare)")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--heads", type=int, default=32)
+    ap.add_argument("--kv-heads", type=int, nargs="+", default=[32, 8])
+    ap.add_argument("--kv-len", type=int, default=4096)
+    ap.add_argument("--head-dim", type=int, default=128)
+    ap.add_argument("--targets", nargs="+", default=["default"], help="SIMD targets to pin (default: none)")
+    ap.add_argument("--dtypes", nargs="+", default=["f32", "bf16"])
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--min-time", type=float, default=0.4)
+    args = ap.parse_args()
+    if "f32" not in args.dtypes:
+        args.dtypes.insert(0, "f32")
+    ms = {}
+    names = {}
+    for r in range(args.rounds):
+        for kv in args.kv_heads:
+            for target in args.targets:
+                for b in args.bin:
+                    for dt in args.dtypes:
+                        t, name = run(b, kv, dt, target, args)
+                        ms.setdefault((kv, target, b, dt), []).append(t)
+                        names[(kv, target, b)] = name
+        print(f"round {r + 1}/{args.rounds} done", file=sys.stderr)
+    print(f"decode 1 x {args.heads} x {args.kv_len} x {args.head_dim}, {args.threads} threads, "
+          f"{args.rounds} interleaved rounds; medians")
+    print()
+    print("| K/V heads | target | binary | " + " | ".join(f"{dt} ms" for dt in args.dtypes) + " | " +
+          " | ".join(f"{dt} / f32" for dt in args.dtypes if dt != "f32") + " |")
+    print("|---" * (3 + 2 * len(args.dtypes) - 1) + "|")
+    for kv in args.kv_heads:
+        for target in args.targets:
+            for b in args.bin:
+                cells = [f"{statistics.median(ms[(kv, target, b, dt)]):.3f}" for dt in args.dtypes]
+                for dt in args.dtypes:
+                    if dt == "f32":
+                        continue
+                    ratios = [a / c for a, c in zip(ms[(kv, target, b, "f32")], ms[(kv, target, b, dt)])]
+                    cells.append(f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})")
+                print(f"| {kv} | {names[(kv, target, b)]} | {b} | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()
