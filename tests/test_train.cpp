@@ -28,6 +28,17 @@ using namespace jomoim;
 
 namespace {
 
+// A model shape for the initialisation tests.
+GptConfig shape(int layers, int heads, int embd, int positions, int vocab) {
+  GptConfig c;
+  c.n_layer = layers;
+  c.n_head = heads;
+  c.n_embd = embd;
+  c.n_positions = positions;
+  c.vocab_size = vocab;
+  return c;
+}
+
 GptConfig tiny(const std::string& act = "gelu_new") {
   GptConfig c;
   c.n_layer = 2;
@@ -172,12 +183,7 @@ TEST(Backward, GradientsAccumulateAndScale) {
 // frequencies, every other tensor the numbers of the normal initialisation (the same draws), and
 // the row norm is N(0, 0.02)'s expectation.
 TEST(Init, SinusoidalPositionEmbedding) {
-  GptConfig c;
-  c.n_layer = 2;
-  c.n_head = 2;
-  c.n_embd = 10;
-  c.n_positions = 7;
-  c.vocab_size = 11;
+  const GptConfig c = shape(2, 2, 10, 7, 11);
   const GptTrainable normal(c, 3);
   for (const WpeInit kind : {WpeInit::sinusoidal, WpeInit::fourier}) {
     const GptTrainable sines(c, 3, kind);
@@ -213,12 +219,7 @@ TEST(Init, SinusoidalPositionEmbedding) {
 // sinusoidal kind's neighbours are nearly parallel), which is what lets one head attend to
 // exactly one offset.
 TEST(Init, FourierPositionRowsAreOrthogonal) {
-  GptConfig c;
-  c.n_layer = 1;
-  c.n_head = 2;
-  c.n_embd = 16;
-  c.n_positions = 16;
-  c.vocab_size = 9;
+  const GptConfig c = shape(1, 2, 16, 16, 9);
   auto cosine = [&](const GptTrainable& m, int p, int q) {
     for (const auto& t : m.layout())
       if (t.name == "wpe.weight") {
@@ -243,12 +244,7 @@ TEST(Init, FourierPositionRowsAreOrthogonal) {
 // --wpe-scale: the position embedding's start (either kind) times the factor, nothing else moved;
 // a scale that is not a positive number is refused.
 TEST(Init, PositionEmbeddingScale) {
-  GptConfig c;
-  c.n_layer = 1;
-  c.n_head = 2;
-  c.n_embd = 8;
-  c.n_positions = 5;
-  c.vocab_size = 9;
+  const GptConfig c = shape(1, 2, 8, 5, 9);
   for (const WpeInit sines : {WpeInit::normal, WpeInit::sinusoidal, WpeInit::fourier}) {
     const GptTrainable one(c, 4, sines, 1.0), three(c, 4, sines, 3.0);
     int wpe_seen = 0;

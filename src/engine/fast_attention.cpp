@@ -588,6 +588,10 @@ struct Tiled {
     const bool half = p.half();
     const std::int64_t sd = half ? 1 : p.q.strides[3];
     const float scale2 = p.s.scale * kLog2e;  // scores in base-2 units
+    // Row r's first element in 16-bit storage (element stride p.q.strides[3]).
+    auto row16 = [&](std::int64_t r) {
+      return p.q16.data + rows.b * p.q.strides[0] + rows.head[r] * p.q.strides[1] + rows.pos[r] * p.q.strides[2];
+    };
     auto row = [&](std::int64_t r) {
       if (half) return static_cast<const float*>(buf.qp + r * D);
       return p.q.data + rows.b * p.q.strides[0] + rows.head[r] * p.q.strides[1] + rows.pos[r] * p.q.strides[2];
@@ -596,8 +600,7 @@ struct Tiled {
       auto* qp = reinterpret_cast<std::uint32_t*>(buf.qt);
       const std::int64_t pairs = (D + 1) / 2, sq = p.q.strides[3];
       for (std::int64_t r = 0; r < rows.n; ++r) {
-        const std::uint16_t* qr =
-            p.q16.data + rows.b * p.q.strides[0] + rows.head[r] * p.q.strides[1] + rows.pos[r] * p.q.strides[2];
+        const std::uint16_t* qr = row16(r);
         for (std::int64_t d2 = 0; d2 < pairs; ++d2) {
           const std::uint32_t lo = qr[2 * d2 * sq], hi = 2 * d2 + 1 < D ? qr[(2 * d2 + 1) * sq] : 0u;
           qp[d2 * kBlockQ + r] = lo | hi << 16;
@@ -611,8 +614,7 @@ struct Tiled {
       auto* q16 = reinterpret_cast<std::uint16_t*>(buf.qt);
       const std::int64_t sq = p.q.strides[3];
       for (std::int64_t r = 0; r < rows.n; ++r) {
-        const std::uint16_t* qr =
-            p.q16.data + rows.b * p.q.strides[0] + rows.head[r] * p.q.strides[1] + rows.pos[r] * p.q.strides[2];
+        const std::uint16_t* qr = row16(r);
         std::uint16_t* dst = q16 + r * std::int64_t(buf.ldq16);
         for (std::int64_t d = 0; d < D; ++d) dst[d] = qr[d * sq];
         std::fill(dst + D, dst + buf.ldq16, std::uint16_t(0));
@@ -620,9 +622,7 @@ struct Tiled {
       return;
     }
     if (half) {
-      for (std::int64_t r = 0; r < rows.n; ++r)
-        WidenRow(p.q16.data + rows.b * p.q.strides[0] + rows.head[r] * p.q.strides[1] + rows.pos[r] * p.q.strides[2],
-                 p.q.strides[3], size_t(D), buf.qp + r * D, p.dtype);
+      for (std::int64_t r = 0; r < rows.n; ++r) WidenRow(row16(r), p.q.strides[3], size_t(D), buf.qp + r * D, p.dtype);
       if (buf.direct) {
         for (std::int64_t x = 0; x < rows.n * D; ++x) buf.qp[x] *= scale2;
         return;
