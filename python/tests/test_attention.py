@@ -441,7 +441,10 @@ def test_two_threads_overlap():
     # every attempt times, back to back: the two calls in series, the two calls in two Python
     # threads, and the two calls with the engine's own two OpenMP threads — the control that
     # says whether the second core is free right now. With the GIL held the threads take as
-    # long as the series; released, about as long as the control.
+    # long as the series; released, about as long as the control. Two single-threaded calls
+    # side by side share the memory bus and the L3, so they overlap less well than the engine's
+    # own two threads on one problem (0.81-0.82 of the series against the control's 0.62 in a
+    # CI run on a Zen 5): the bar sits at 0.9, between that and the held GIL's 1.0.
     cpus = len(os.sched_getaffinity(0))
     if cpus < 2:
         pytest.skip(f"needs 2 CPUs, this process may use {cpus}")
@@ -476,7 +479,7 @@ def test_two_threads_overlap():
         parallel = timed(in_two_threads)
         control = timed(lambda: (one(2), one(2)))
         attempts.append((round(parallel / serial, 2), round(control / serial, 2)))
-        if parallel < 0.8 * serial:
+        if parallel < 0.9 * serial:
             return
         if control < 0.8 * serial and len(attempts) >= 3 and all(c < 0.8 for _, c in attempts[-3:]):
             break  # the second core was free three times and the threads did not use it
