@@ -1,7 +1,7 @@
 // The weight-format products (jomoim/engine/matvec.hpp) against a float64 sum over the same
-// stored weights, on every SIMD target: bf16 and q8 rows, 1-4 activation rows, odd widths and
-// row counts (tails of the 4-row groups and, for bf16, of the vectors), bias or none, strided
-// inputs and outputs whose gaps must stay untouched.
+// stored weights, on every SIMD target: float32, bf16 and q8 rows, float32 columns (GPT-2's
+// layout), 1-4 activation rows, odd widths and row counts (tails of the 4-row groups and of the
+// vectors), bias or none, strided inputs and outputs whose gaps must stay untouched.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -10,6 +10,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "jomoim/core/half.hpp"
@@ -54,27 +55,34 @@ const Case kCases[] = {{1, 16, 1, false}, {1, 32, 4, true},   {2, 48, 7, true}, 
                        {4, 96, 9, true},  {1, 768, 37, true}, {4, 256, 64, false}, {2, 1024, 13, true},
                        {1, 32, 3, true},  {3, 160, 130, true}};
 
-TEST(Matvec, Bf16RowsMatchFloat64OnEveryTarget) {
+// Row-layout weights of storage T (bf16 bits or float32), widened for the float64 sum by value().
+template <typename T, typename Value, typename Call>
+void check_rows(const char* name, Value value, Call call) {
   std::mt19937_64 rng(11);
   std::normal_distribution<float> nd(0.0f, 1.0f);
   int checked = 0;
   for (const std::string& target : simd_targets()) {
     PinTarget pin(target);
     for (const Case& c : kCases)
-      for (int extra_k : {0, 1, 7}) {  // bf16 takes any K: vector tails
+      for (int extra_k : {0, 1, 7}) {  // any K: vector tails
         const int K = c.K + extra_k, ldx = K + 3, ldw = K + 5;
         const std::size_t ldy = c.rows + 2;
         std::vector<float> x(static_cast<std::size_t>(c.M) * ldx), b(c.rows);
-        std::vector<std::uint16_t> w(static_cast<std::size_t>(c.rows) * ldw);
+        std::vector<T> w(static_cast<std::size_t>(c.rows) * ldw);
         for (auto& v : x) v = nd(rng);
-        for (auto& v : w) v = bf16_from_float(nd(rng) * 0.1f);
+        for (auto& v : w) {
+          if constexpr (std::is_same_v<T, float>)
+            v = nd(rng) * 0.1f;
+          else
+            v = bf16_from_float(nd(rng) * 0.1f);
+        }
         for (auto& v : b) v = nd(rng);
         std::vector<double> want(static_cast<std::size_t>(c.M) * c.rows), mag(want.size());
         for (int m = 0; m < c.M; ++m)
           for (int r = 0; r < c.rows; ++r) {
             double s = c.bias ? b[r] : 0.0, a = c.bias ? std::abs(b[r]) : 0.0;
             for (int k = 0; k < K; ++k) {
-              const double p = static_cast<double>(x[m * ldx + k]) * bf16_to_float(w[r * ldw + k]);
+              const double p = static_cast<double>(x[m * ldx + k]) * value(w[r * ldw + k]);
               s += p;
               a += std::abs(p);
             }
@@ -82,14 +90,68 @@ TEST(Matvec, Bf16RowsMatchFloat64OnEveryTarget) {
             mag[m * c.rows + r] = a;
           }
         std::vector<float> y(c.M * ldy, kPoison);
-        matvec::bf16_rows(x.data(), ldx, c.M, w.data(), ldw, K, c.rows, c.bias ? b.data() : nullptr, y.data(), ldy);
-        expect_close(
-            y, ldy, want, mag, c.M, c.rows, K,
-            target + " bf16 M=" + std::to_string(c.M) + " K=" + std::to_string(K) + " rows=" + std::to_string(c.rows));
+        call(x.data(), ldx, c.M, w.data(), ldw, K, c.rows, c.bias ? b.data() : nullptr, y.data(), ldy);
+        expect_close(y, ldy, want, mag, c.M, c.rows, K,
+                     target + " " + name + " M=" + std::to_string(c.M) + " K=" + std::to_string(K) +
+                         " rows=" + std::to_string(c.rows));
         ++checked;
       }
   }
   EXPECT_GE(checked, 30);
+}
+
+TEST(Matvec, Bf16RowsMatchFloat64OnEveryTarget) {
+  check_rows<std::uint16_t>("bf16", [](std::uint16_t w) { return static_cast<double>(bf16_to_float(w)); },
+                            matvec::bf16_rows);
+}
+
+TEST(Matvec, F32RowsMatchFloat64OnEveryTarget) {
+  check_rows<float>("f32", [](float w) { return static_cast<double>(w); }, matvec::f32_rows);
+}
+
+// GPT-2's [in, out] layout: a slice of n columns out of a wider matrix (row stride ldw), K rows;
+// y = beta y + alpha x W, with the columns past n (the rest of the row) poisoned and untouched.
+TEST(Matvec, F32ColsMatchFloat64OnEveryTarget) {
+  std::mt19937_64 rng(12);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  int checked = 0;
+  for (const std::string& target : simd_targets()) {
+    PinTarget pin(target);
+    for (int K : {1, 3, 4, 5, 17, 64, 769, 3072})
+      for (int n : {1, 7, 16, 33, 130, 768})
+        for (float beta : {0.0f, 1.0f, 0.5f}) {
+          const float alpha = beta == 0.5f ? -1.5f : 1.0f;
+          const std::size_t ldw = static_cast<std::size_t>(n) + 9;
+          std::vector<float> x(K), w(K * ldw), y0(n + 8);
+          for (auto& v : x) v = nd(rng);
+          for (auto& v : w) v = nd(rng) * 0.1f;
+          for (auto& v : y0) v = nd(rng);
+          std::vector<float> y = y0;
+          // beta 0 must not read y: NaN there must not come back.
+          if (beta == 0.0f)
+            for (int j = 0; j < n; ++j) y[j] = std::numeric_limits<float>::quiet_NaN();
+          for (int j = n; j < n + 8; ++j) y[j] = kPoison;
+          matvec::f32_cols(x.data(), K, w.data(), ldw, n, alpha, beta, y.data());
+          const std::string what = target + " f32 cols K=" + std::to_string(K) + " n=" + std::to_string(n) +
+                                   " beta=" + std::to_string(beta);
+          const double tol = 4.0 * (K + 4) * std::numeric_limits<float>::epsilon();
+          for (int j = 0; j < n; ++j) {
+            double s = 0.0, a = 0.0;
+            for (int k = 0; k < K; ++k) {
+              const double p = static_cast<double>(x[k]) * w[k * ldw + j];
+              s += p;
+              a += std::abs(p);
+            }
+            const double base = beta == 0.0f ? 0.0 : static_cast<double>(beta) * y0[j];
+            const double want = base + alpha * s;
+            ASSERT_LE(std::abs(y[j] - want), tol * (std::abs(alpha) * a + std::abs(base)) + 1e-30)
+                << what << " j=" << j;
+          }
+          for (int j = n; j < n + 8; ++j) ASSERT_EQ(y[j], kPoison) << what << ": wrote past column " << n;
+          ++checked;
+        }
+  }
+  EXPECT_GE(checked, 144);
 }
 
 TEST(Matvec, Q8RowsMatchFloat64OnEveryTarget) {

@@ -1,4 +1,4 @@
-// jomoim/engine/matvec.hpp — products of a few float32 rows with 16- and 8-bit weight matrices.
+// jomoim/engine/matvec.hpp — products of a few float32 rows with 32-, 16- and 8-bit weight matrices.
 //
 // The model's decode step multiplies one token's activations by every weight matrix: a
 // matrix-vector product whose time is the time to read the weights. These kernels read the
@@ -26,6 +26,18 @@ inline constexpr int kMaxRows = 4;  // M at most
 // W in bfloat16 bits (any K; ldw >= K).
 void bf16_rows(const float* x, std::size_t ldx, int M, const std::uint16_t* w, std::size_t ldw, int K, int rows,
                const float* bias, float* y, std::size_t ldy);
+
+// W in float32 (any K; ldw >= K): the decode step's tied head (wte is [vocab, C]).
+void f32_rows(const float* x, std::size_t ldx, int M, const float* w, std::size_t ldw, int K, int rows,
+              const float* bias, float* y, std::size_t ldy);
+
+// The other layout, GPT-2's Conv1D [in, out], for one activation row: W is [K, n] with row stride
+// ldw (n may be a slice of a wider matrix's columns), and
+//   y[j] = beta * y[j] + alpha * sum_k x[k] * W[k][j]   for j < n.
+// Four weight rows stream past at a time while the n outputs stay in y (keep n a few thousand
+// at most: y should stay in L1/L2). Sums run over k in order; beta 0 overwrites y (NaN in y
+// is not kept).
+void f32_cols(const float* x, int K, const float* w, std::size_t ldw, int n, float alpha, float beta, float* y);
 
 // W in q8: values [rows, K] (row stride ldw), scales [rows, K / block] (row stride K / block);
 // block is 16 or 32 and divides K. W[r][k] = scales[r][k / block] * values[r][k].
