@@ -101,12 +101,13 @@ void check_rows(const char* name, Value value, Call call) {
 }
 
 TEST(Matvec, Bf16RowsMatchFloat64OnEveryTarget) {
-  check_rows<std::uint16_t>("bf16", [](std::uint16_t w) { return static_cast<double>(bf16_to_float(w)); },
-                            matvec::bf16_rows);
+  check_rows<std::uint16_t>(
+      "bf16", [](std::uint16_t w) { return static_cast<double>(bf16_to_float(w)); }, matvec::bf16_rows);
 }
 
 TEST(Matvec, F32RowsMatchFloat64OnEveryTarget) {
-  check_rows<float>("f32", [](float w) { return static_cast<double>(w); }, matvec::f32_rows);
+  check_rows<float>(
+      "f32", [](float w) { return static_cast<double>(w); }, matvec::f32_rows);
 }
 
 // GPT-2's [in, out] layout: a slice of n columns out of a wider matrix (row stride ldw), K rows;
@@ -132,8 +133,8 @@ TEST(Matvec, F32ColsMatchFloat64OnEveryTarget) {
             for (int j = 0; j < n; ++j) y[j] = std::numeric_limits<float>::quiet_NaN();
           for (int j = n; j < n + 8; ++j) y[j] = kPoison;
           matvec::f32_cols(x.data(), K, w.data(), ldw, n, alpha, beta, y.data());
-          const std::string what = target + " f32 cols K=" + std::to_string(K) + " n=" + std::to_string(n) +
-                                   " beta=" + std::to_string(beta);
+          const std::string what =
+              target + " f32 cols K=" + std::to_string(K) + " n=" + std::to_string(n) + " beta=" + std::to_string(beta);
           const double tol = 4.0 * (K + 4) * std::numeric_limits<float>::epsilon();
           for (int j = 0; j < n; ++j) {
             double s = 0.0, a = 0.0;

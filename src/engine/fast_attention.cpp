@@ -54,19 +54,13 @@ namespace hn = hwy::HWY_NAMESPACE;
 //   kScore*: S^T = K Q^T (MR keys x NV vectors of rows); kRow*: O += P V in row layout (MR rows
 //   x NV vectors of value columns); kValue*: O^T += V^T P^T of the wide blocks (MR value
 //   columns x NV vectors of rows).
-#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
-constexpr size_t kScoreMR = 4, kScoreNV = 4;
-constexpr size_t kRowMR = 4, kRowNV = 4;
-// The transposed P·V of the wide blocks (O^T += V^T P^T) is blocked 8 x 2 instead: half the
-// P^T loads per key (its rows are 1 KiB apart and come from L2) and 8 V broadcasts from one
-// cache line. Measured +1-2 % at (1,8,2048..4096,128) on one thread; the same 8 x 2 blocking
-// for the scores gained nothing (bench/NOTES.md section 10).
-constexpr size_t kValueMR = 8, kValueNV = 2;
-#else
-constexpr size_t kScoreMR = 6, kScoreNV = 2;
-constexpr size_t kRowMR = 6, kRowNV = 2;
-constexpr size_t kValueMR = 6, kValueNV = 2;
-#endif
+// With 32 registers the transposed P·V of the wide blocks (O^T += V^T P^T) is blocked 8 x 2,
+// not 4 x 4: half the P^T loads per key (its rows are 1 KiB apart and come from L2) and 8 V
+// broadcasts from one cache line. Measured +1-2 % at (1,8,2048..4096,128) on one thread; the
+// same 8 x 2 blocking for the scores gained nothing (bench/NOTES.md section 10).
+constexpr size_t kScoreMR = kManyRegisters ? 4 : 6, kScoreNV = kManyRegisters ? 4 : 2;
+constexpr size_t kRowMR = kManyRegisters ? 4 : 6, kRowNV = kManyRegisters ? 4 : 2;
+constexpr size_t kValueMR = kManyRegisters ? 8 : 6, kValueNV = 2;
 constexpr size_t kMR = 4;
 // The decode path streams K and V from memory, each row once: it prefetches the rows this many
 // keys ahead (16 KiB at D = 128). Measured on AVX2 at decode 1 x 4096, H32, D128 (Zen 5): one
@@ -82,11 +76,7 @@ using Size = std::integral_constant<size_t, N>;
 // (32 KiB each at D = 64) come from L1 more often; measured +3-6 % on AVX2 at N = 1024..4096,
 // D = 64, non-causal and causal, and -1..+2 % on AVX-512, which keeps 256 (bench/NOTES.md,
 // "AVX2 register blocking"). Decode blocks keep 256 keys on every target.
-#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
-constexpr std::int64_t kRowBlockK = kBlockK;
-#else
-constexpr std::int64_t kRowBlockK = 128;
-#endif
+constexpr std::int64_t kRowBlockK = kManyRegisters ? kBlockK : 128;
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 // Scores are kept in base-2 units: the queries are packed pre-multiplied by scale * log2(e)
@@ -102,7 +92,7 @@ constexpr float kLn2 = 0.69314718055994530942f;
 // two-source permutes for a 16 x 16 block against 256 scalar loads and stores, and the rows
 // are read and written as whole vectors.
 constexpr size_t kLanes = hn::MaxLanes(DF());
-#if HWY_TARGET == HWY_SCALAR
+#ifdef JOMOIM_ONE_LANE
 HWY_INLINE void TransposeSquare(VF (&)[kLanes]) {}  // one lane: nothing to move
 #else
 HWY_INLINE void TransposeSquare(VF (&v)[kLanes]) {
@@ -551,13 +541,9 @@ struct Tiled {
     b.dvp = RoundUp(size_t(s.Dv), L);
     b.cols = RoundUp(size_t(rows), L);
     b.direct = rows <= kDirectRows && (p.half() || p.k.strides[3] == 1);  // 16-bit K: widened rows
-#if HWY_TARGET == HWY_AVX3
-    b.bf16dot = !b.direct && p.dtype == Dtype::bf16 && p.k.strides[3] == 1 && bf16_dot_enabled();
-    b.bf16direct = b.direct && p.dtype == Dtype::bf16 && p.k.strides[3] == 1 && bf16_dot_enabled();
-#else
-    b.bf16dot = false;
-    b.bf16direct = false;
-#endif
+    const bool bf16_keys = kBf16DotTarget && p.dtype == Dtype::bf16 && p.k.strides[3] == 1 && bf16_dot_enabled();
+    b.bf16dot = bf16_keys && !b.direct;
+    b.bf16direct = bf16_keys && b.direct;
     b.ldq16 = RoundUp(size_t(s.D), 32);
     // qt also holds a direct block's bf16 rows (bf16direct): kDirectRows rows of ldq16 halves,
     // more than D * kBlockQ floats only for D < 8 in 32-row blocks.

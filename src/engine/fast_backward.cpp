@@ -28,20 +28,16 @@
 #include <hwy/contrib/math/math-inl.h>
 #include <hwy/highway.h>
 
+#include "simd_blocks-inl.h"
+
 HWY_BEFORE_NAMESPACE();
 namespace jomoim::detail {
 namespace HWY_NAMESPACE {
 namespace bwd {  // own names: the forward's kernel file defines others in the same target namespace
 namespace hn = hwy::HWY_NAMESPACE;
 
-using DF = hn::ScalableTag<float>;
-using VF = hn::Vec<DF>;
-
-#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
-constexpr size_t kNV = 4;  // 32 vector registers: 4 x 4 accumulators
-#else
-constexpr size_t kNV = 2;  // 16 registers: 4 x 2
-#endif
+// DF, VF and the target's facts come from simd_blocks-inl.h.
+constexpr size_t kNV = kManyRegisters ? 4 : 2;  // 4 x 4 accumulators in 32 registers, 4 x 2 in 16
 constexpr size_t kMR = 4;
 constexpr std::int64_t kBq = 64;  // query rows per tile
 constexpr std::int64_t kBk = 64;  // keys per tile (a multiple of every target's lane count)

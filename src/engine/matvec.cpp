@@ -80,8 +80,8 @@ HWY_INLINE void StoreSums(VF (&acc)[M][kW], const float (&tail)[M][kW], const fl
 
 // NW (1 or 4) rows starting at r; T is the weights' storage (bf16 bits or float32).
 template <typename T, int M, int NW>
-HWY_INLINE void RowsGroup(const float* HWY_RESTRICT x, std::size_t ldx, const T* HWY_RESTRICT w, std::size_t ldw,
-                          int K, int r, const float* bias, float* HWY_RESTRICT y, std::size_t ldy) {
+HWY_INLINE void RowsGroup(const float* HWY_RESTRICT x, std::size_t ldx, const T* HWY_RESTRICT w, std::size_t ldw, int K,
+                          int r, const float* bias, float* HWY_RESTRICT y, std::size_t ldy) {
   const DF df;
   const int N = static_cast<int>(hn::Lanes(df));
   VF acc[M][kW];
@@ -145,7 +145,7 @@ HWY_INLINE void Q8Group(const float* HWY_RESTRICT x, std::size_t ldx, const std:
 // float and int accumulators) when a block is whole int16 vectors and x is finite; not on
 // HWY_SCALAR (one lane: no int16 pairs).
 #undef JOMOIM_Q8_INT16  // this file is compiled once per target
-#if HWY_TARGET != HWY_SCALAR
+#ifndef JOMOIM_ONE_LANE
 #define JOMOIM_Q8_INT16 1
 using DI32 = hn::RebindToSigned<DF>;
 using DQ16 = hn::Repartition<std::int16_t, DF>;  // twice DF's lanes
@@ -221,7 +221,7 @@ void Q8Rows16M(const std::int16_t* xq, const float* sx, int K, const std::int8_t
   for (; r + kW <= rows; r += kW) Q8Group16<M, kW>(xq, sx, K, q, ldw, scales, block, r, bias, y, ldy);
   for (; r < rows; ++r) Q8Group16<M, 1>(xq, sx, K, q, ldw, scales, block, r, bias, y, ldy);
 }
-#endif  // HWY_TARGET != HWY_SCALAR
+#endif  // JOMOIM_ONE_LANE
 
 template <typename T, int M>
 void RowsM(const float* x, std::size_t ldx, const T* w, std::size_t ldw, int K, int rows, const float* bias, float* y,

@@ -42,11 +42,7 @@ constexpr float kLog2e = 1.44269504088896340736f;
 constexpr float kLn2 = 0.69314718055994530942f;
 // Query rows whose dot products share each widened key vector: four keys at a time for each
 // row, 4 x 4 accumulators on AVX-512's 32 registers, 2 x 4 on the 16 of the others.
-#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
-constexpr std::size_t kScoreRows = 4;
-#else
-constexpr std::size_t kScoreRows = 2;
-#endif
+constexpr std::size_t kScoreRows = kManyRegisters ? 4 : 2;
 constexpr std::ptrdiff_t kPrefetchRows = 16;  // K and V rows read ahead (each row once)
 
 // One vector of q8 values (inside one block), widened to float32 and times the block's scale.
@@ -58,11 +54,7 @@ HWY_INLINE VF Widen(const std::int8_t* HWY_RESTRICT values, VF scale) {
 }
 
 // Vectors of value columns whose accumulators stay in registers for all R rows of P·V.
-#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
-constexpr std::size_t kValueAccumulators = 16;
-#else
-constexpr std::size_t kValueAccumulators = 8;
-#endif
+constexpr std::size_t kValueAccumulators = kManyRegisters ? 16 : 8;
 
 struct Rows {
   std::int64_t b = 0, g = 0, n = 0;

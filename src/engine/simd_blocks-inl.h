@@ -1,7 +1,8 @@
-// simd_blocks-inl.h — SIMD building blocks shared by the engine's kernels (internal): the
-// exponential of the online softmax and the four-at-once lane sums. Included once per Highway
-// target by each kernel file (after <hwy/highway.h>, inside no namespace), like Highway's own
-// -inl.h headers: the guard below toggles with HWY_TARGET_TOGGLE.
+// simd_blocks-inl.h — SIMD building blocks shared by the engine's kernels (internal): what the
+// kernels know about the target they are compiled for (the one place that names Highway
+// targets), the exponential of the online softmax and the four-at-once lane sums. Included
+// once per Highway target by each kernel file (after <hwy/highway.h>, inside no namespace),
+// like Highway's own -inl.h headers: the guard below toggles with HWY_TARGET_TOGGLE.
 #if defined(JOMOIM_ENGINE_SIMD_BLOCKS_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef JOMOIM_ENGINE_SIMD_BLOCKS_INL_H_
 #undef JOMOIM_ENGINE_SIMD_BLOCKS_INL_H_
@@ -19,6 +20,24 @@ namespace hn = hwy::HWY_NAMESPACE;
 using DF = hn::ScalableTag<float>;
 using VF = hn::Vec<DF>;
 
+// ---- The target. Kernels ask these questions instead of testing HWY_TARGET themselves; code
+// that does not compile on some targets is gated by macros defined here too (JOMOIM_ONE_LANE,
+// JOMOIM_SUM4).
+// 32 vector registers (AVX-512): the micro-kernels keep wider blocks of accumulators in
+// registers (4 x 4 where the 16-register targets take 6 x 2 or 2 x 4).
+constexpr bool kManyRegisters = HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL;
+// The target on which bf16 products may use VDPBF16PS (bf16_dot.hpp; whether the CPU has
+// AVX512_BF16 is asked at run time by bf16_dot_enabled()). jomoim's target AVX3_BF16.
+constexpr bool kBf16DotTarget = HWY_TARGET == HWY_AVX3;
+// Max returns its second operand when the other is NaN (x86's MAXPS); Highway's emulated
+// targets return the number instead.
+constexpr bool kMaxReturnsSecondNaN = !(HWY_TARGET == HWY_EMU128 || HWY_TARGET == HWY_SCALAR);
+// One lane (HWY_SCALAR): nothing to transpose, no int16 pairs.
+#undef JOMOIM_ONE_LANE  // this file is included once per target
+#if HWY_TARGET == HWY_SCALAR
+#define JOMOIM_ONE_LANE 1
+#endif
+
 // 2^x for x <= 0 (and x = -inf gives +0), about 1 ulp: x = n + f with n = round(x),
 // f in [-1/2, 1/2]; 2^f by a degree-6 polynomial (relative error 1.0e-7 in float arithmetic,
 // fitted here for 2^f with the constant term fixed at 1, so 2^0 = 1 exactly), times 2^n by
@@ -30,11 +49,10 @@ using VF = hn::Vec<DF>;
 // Max there; Highway's emulated targets return the number, so they compare and select.
 HWY_INLINE VF Exp2NonPositive(DF df, VF x) {
   const hn::RebindToSigned<DF> di;
-#if HWY_TARGET == HWY_EMU128 || HWY_TARGET == HWY_SCALAR
-  x = hn::IfThenElse(hn::Lt(x, hn::Set(df, -127.0f)), hn::Set(df, -127.0f), x);
-#else
-  x = hn::Max(hn::Set(df, -127.0f), x);
-#endif
+  if constexpr (kMaxReturnsSecondNaN)
+    x = hn::Max(hn::Set(df, -127.0f), x);
+  else
+    x = hn::IfThenElse(hn::Lt(x, hn::Set(df, -127.0f)), hn::Set(df, -127.0f), x);
   const VF magic = hn::Set(df, 12582912.0f);
   const VF shifted = hn::Add(x, magic);
   const VF f = hn::Sub(x, hn::Sub(shifted, magic));
