@@ -92,6 +92,42 @@ TEST(Q8, StridedInputQuantizesLikeContiguous) {
   EXPECT_EQ(a.scales, b.scales);
 }
 
+// Rows of contiguous values take the vectorized kernel, any other innermost stride the scalar
+// definition: the same bits on every SIMD target, ties (x / d exactly k + 1/2, rounded to even)
+// and all-zero blocks included.
+TEST(Q8, VectorizedRowsQuantizeLikeTheScalarDefinitionOnEveryTarget) {
+  Rng rng{13};
+  int checked = 0;
+  for (const std::string& target : jomoim::simd_targets()) {
+    PinTarget pin(target);
+    for (I64 block : {16, 32, 48, 64})
+      for (I64 D : {block, 3 * block}) {
+        const std::array<I64, 4> shape = {2, 3, 5, D};
+        const I64 n = 2 * 3 * 5 * D;
+        std::vector<float> x = random_values(n, rng, 4.0f);
+        std::fill(x.begin(), x.begin() + block, 0.0f);  // an all-zero block
+        // A block whose scale is 1: 127 and halves in between, each a tie.
+        x[std::size_t(block)] = 127.0f;
+        for (I64 i = 1; i < block; ++i) x[std::size_t(block + i)] = float(i % 9) - 4.5f;
+        // The same values at every other element: innermost stride 2, the scalar path.
+        std::vector<float> wide(2 * std::size_t(n), poison());
+        for (I64 i = 0; i < n; ++i) wide[2 * std::size_t(i)] = x[std::size_t(i)];
+        const ConstTensor4 strided{wide.data(), shape, {3 * 5 * D * 2, 5 * D * 2, D * 2, 2}};
+        const auto fast = jomoim::quantize_q8(ConstTensor4::contiguous(x.data(), shape), block);
+        const auto slow = jomoim::quantize_q8(strided, block);
+        ASSERT_EQ(fast.values, slow.values) << target << " block " << block << " D " << D;
+        ASSERT_EQ(fast.scales, slow.scales) << target << " block " << block << " D " << D;
+        // The ties went to even: 127 / 127 = 1, so q = x rounded half to even.
+        for (I64 i = 1; i < block; ++i) {
+          const float v = x[std::size_t(block + i)];
+          ASSERT_EQ(fast.values[std::size_t(block + i)], std::int8_t(std::nearbyint(v))) << target << " " << v;
+        }
+        ++checked;
+      }
+  }
+  EXPECT_GE(checked, 8);
+}
+
 TEST(Q8, Refusals) {
   std::vector<float> x(2 * 32, 0.5f);
   const ConstTensor4 xv = ConstTensor4::contiguous(x.data(), {1, 1, 2, 32});

@@ -344,6 +344,41 @@ void DequantizeQ8Row(const std::int8_t* values, const float* scales, int block, 
   }
 }
 
+// The q8 format's rounding (quant.hpp) of one row: per block d = max |x| / 127 and
+// q = x * (1 / d) rounded half to even, clamped to +-127 (0 in an all-zero block): the scalar
+// definition's operations in the same order, so the same bits. x must be finite (AllFinite).
+void QuantizeQ8Row(const float* HWY_RESTRICT x, int block, int K, std::int8_t* HWY_RESTRICT values,
+                   float* HWY_RESTRICT scales) {
+  const DF df;
+  const DI di;
+  const D8 d8;
+  const int N = static_cast<int>(hn::Lanes(df));  // divides block (a multiple of 16)
+  const VF lo = hn::Set(df, -127.0f), hi = hn::Set(df, 127.0f);
+  for (int b = 0; b < K / block; ++b) {
+    const float* xb = x + b * block;
+    VF m = hn::Zero(df);
+    for (int k = 0; k < block; k += N) m = hn::Max(m, hn::Abs(hn::LoadU(df, xb + k)));
+    const float d = hn::GetLane(hn::MaxOfLanes(df, m)) / 127.0f;
+    const VF inv = hn::Set(df, d > 0 ? 1.0f / d : 0.0f);
+    for (int k = 0; k < block; k += N) {
+      const VF r = hn::Min(hn::Max(hn::Round(hn::Mul(hn::LoadU(df, xb + k), inv)), lo), hi);
+      hn::StoreU(hn::DemoteTo(d8, hn::ConvertTo(di, r)), d8, values + b * block + k);
+    }
+    scales[b] = d;
+  }
+}
+
+bool AllFinite(const float* HWY_RESTRICT x, std::size_t n) {
+  const DF df;
+  const std::size_t N = hn::Lanes(df);
+  std::size_t i = 0;
+  for (; i + N <= n; i += N)
+    if (!hn::AllTrue(df, hn::IsFinite(hn::LoadU(df, x + i)))) return false;
+  for (; i < n; ++i)
+    if (!std::isfinite(x[i])) return false;
+  return true;
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace jomoim::detail
 HWY_AFTER_NAMESPACE();
@@ -356,6 +391,8 @@ HWY_EXPORT(F32Cols);
 HWY_EXPORT(Q8Rows);
 HWY_EXPORT(WidenBf16Array);
 HWY_EXPORT(DequantizeQ8Row);
+HWY_EXPORT(QuantizeQ8Row);
+HWY_EXPORT(AllFinite);
 }  // namespace jomoim::detail
 
 namespace jomoim::matvec {
@@ -389,5 +426,9 @@ void widen_bf16(const std::uint16_t* src, float* dst, std::size_t n) {
 void dequantize_q8_row(const std::int8_t* values, const float* scales, int block, int K, float* dst) {
   HWY_DYNAMIC_DISPATCH(detail::DequantizeQ8Row)(values, scales, block, K, dst);
 }
+void quantize_q8_row(const float* x, int block, int K, std::int8_t* values, float* scales) {
+  HWY_DYNAMIC_DISPATCH(detail::QuantizeQ8Row)(x, block, K, values, scales);
+}
+bool all_finite(const float* x, std::size_t n) { return HWY_DYNAMIC_DISPATCH(detail::AllFinite)(x, n); }
 }  // namespace jomoim::matvec
 #endif  // HWY_ONCE

@@ -47,6 +47,13 @@ void q8_rows(const float* x, std::size_t ldx, int M, const std::int8_t* values, 
 // dst[i] = the float32 value of the bf16 bits src[i] (exact).
 void widen_bf16(const std::uint16_t* src, float* dst, std::size_t n);
 
+// One row of K finite floats into the q8 format (block a multiple of 16 that divides K): the
+// same bits as quantize_q8's definition (quant.hpp), vectorized.
+void quantize_q8_row(const float* x, int block, int K, std::int8_t* values, float* scales);
+
+// Whether x[0..n) are all finite.
+bool all_finite(const float* x, std::size_t n);
+
 // dst[k] = scales[k / block] * values[k] for k < K (one q8 row; block divides K).
 void dequantize_q8_row(const std::int8_t* values, const float* scales, int block, int K, float* dst);
 
