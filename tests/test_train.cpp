@@ -28,17 +28,6 @@ using namespace jomoim;
 
 namespace {
 
-// A model shape for the initialisation tests.
-GptConfig shape(int layers, int heads, int embd, int positions, int vocab) {
-  GptConfig c;
-  c.n_layer = layers;
-  c.n_head = heads;
-  c.n_embd = embd;
-  c.n_positions = positions;
-  c.vocab_size = vocab;
-  return c;
-}
-
 GptConfig tiny(const std::string& act = "gelu_new") {
   GptConfig c;
   c.n_layer = 2;
@@ -183,7 +172,7 @@ TEST(Backward, GradientsAccumulateAndScale) {
 // frequencies, every other tensor the numbers of the normal initialisation (the same draws), and
 // the row norm is N(0, 0.02)'s expectation.
 TEST(Init, SinusoidalPositionEmbedding) {
-  const GptConfig c = shape(2, 2, 10, 7, 11);
+  const GptConfig c = test::small_config(2, 2, 10, 7, 11);
   const GptTrainable normal(c, 3);
   for (const WpeInit kind : {WpeInit::sinusoidal, WpeInit::fourier}) {
     const GptTrainable sines(c, 3, kind);
@@ -219,7 +208,7 @@ TEST(Init, SinusoidalPositionEmbedding) {
 // sinusoidal kind's neighbours are nearly parallel), which is what lets one head attend to
 // exactly one offset.
 TEST(Init, FourierPositionRowsAreOrthogonal) {
-  const GptConfig c = shape(1, 2, 16, 16, 9);
+  const GptConfig c = test::small_config(1, 2, 16, 16, 9);
   auto cosine = [&](const GptTrainable& m, int p, int q) {
     for (const auto& t : m.layout())
       if (t.name == "wpe.weight") {
@@ -244,7 +233,7 @@ TEST(Init, FourierPositionRowsAreOrthogonal) {
 // --wpe-scale: the position embedding's start (either kind) times the factor, nothing else moved;
 // a scale that is not a positive number is refused.
 TEST(Init, PositionEmbeddingScale) {
-  const GptConfig c = shape(1, 2, 8, 5, 9);
+  const GptConfig c = test::small_config(1, 2, 8, 5, 9);
   for (const WpeInit sines : {WpeInit::normal, WpeInit::sinusoidal, WpeInit::fourier}) {
     const GptTrainable one(c, 4, sines, 1.0), three(c, 4, sines, 3.0);
     int wpe_seen = 0;
