@@ -67,10 +67,11 @@ HalfInputs build_half(const Case& c, std::uint64_t seed, Dtype t) {
   return h;
 }
 
-void run_half(const HalfInputs& h, Outputs& o, int threads) {
+void run_half(const HalfInputs& h, Outputs& o, int threads, bool bf16_weights = false) {
   jomoim::AttentionOptions opt = h.s.options();
   opt.notation = h.s.notation;
   opt.threads = threads;
+  opt.bf16_weights = bf16_weights;
   if (o.lse) opt.lse = o.lse->view();
   if (o.probs) opt.probs = o.probs->view();
   const bool col = h.s.notation == Notation::col3b1b;
@@ -211,6 +212,145 @@ TEST(HalfBf16Dot, Avx3Bf16UsesItsOwnKernel) {
       EXPECT_FALSE(same_bits(outs[0], outs[1]))
           << "AVX3_BF16 gave AVX3's bits: the VDPBF16PS kernels did not run, Nq " << Nq << " D " << D;
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// options.bf16_weights: the softmax weights rounded to bf16 for P·V (VDPBF16PS on AVX3_BF16).
+//
+// Tolerance: rounding p_j to bf16 (nearest even; a denormal p_j to zero, below 2^-126) moves it
+// by at most 2^-8 p_j, and the output divides by the float32 sum of the unrounded weights, so an
+// output element moves by at most 2^-8 sum_j p_j |v_je| (p normalised) beyond what float32
+// arithmetic gives: tol_out grows by that, from the reference's weights; lse and probs come from
+// the float32 maximum and sum, and keep their tolerance.
+void add_weight_rounding(const Inputs& s, Expected& e) {
+  const Dims& n = s.n;
+  for (I64 b = 0; b < n.B; ++b)
+    for (I64 h = 0; h < n.Hq; ++h)
+      for (I64 i = 0; i < n.Nq; ++i) {
+        const std::size_t row = std::size_t((b * n.Hq + h) * n.Nq + i);
+        if (e.all_masked[row]) continue;
+        double w = 0;
+        for (I64 c = 0; c < n.Dv; ++c) {
+          double sum = 0;
+          for (I64 j = 0; j < n.Nk; ++j)
+            sum +=
+                e.ref.probs[row * std::size_t(n.Nk) + std::size_t(j)] * std::fabs(double(s.vv(b, h / s.group(), j, c)));
+          w = std::max(w, sum);
+        }
+        e.tol_out[row] += 0x1p-8 * w;
+      }
+}
+
+std::vector<Case> bf16_weight_cases() {
+  std::vector<Case> v;
+  for (const Case& c : jomoim::cases::used_by(jomoim::cases::kTest)) v.push_back(c);
+  return v;
+}
+
+class HalfBf16Weights : public ::testing::TestWithParam<Case> {};
+
+// Every case of the table on AVX3_BF16 with the option: within the widened tolerance, and not
+// AVX3_BF16's bits without it where the VDPBF16PS P·V runs (blocks of more than 8 rows). On
+// every other target the option changes nothing: the same bits as without it.
+TEST_P(HalfBf16Weights, WithinTheWeightsRounding) {
+  const Case& c = GetParam();
+  const std::uint64_t seed = seed_of(c.name);
+  const HalfInputs h = build_half(c, seed, Dtype::bf16);
+  Expected e = expect(h.s);
+  ASSERT_TRUE(e.oracle_issue.empty()) << describe(c, seed) << ": " << e.oracle_issue;
+  widen_tolerance(h.s, e);
+  add_weight_rounding(h.s, e);
+  for (const std::string& target : targets()) {
+    PinTarget pin(target);
+    for (int threads : c.threads) {
+      const std::string ctx = describe(c, seed) + " target " + target + " threads " + std::to_string(threads);
+      Outputs o = make_outputs(c), plain = make_outputs(c);
+      try {
+        run_half(h, o, threads, true);
+        run_half(h, plain, threads, false);
+      } catch (const std::exception& ex) {
+        ADD_FAILURE() << ctx << ": attention threw '" << ex.what() << "'";
+        continue;
+      }
+      const F32Result got = read(o), want = read(plain);
+      EXPECT_TRUE(compare(h.s, e, got, c.want_lse, c.want_probs)) << ctx;
+      EXPECT_TRUE(untouched_outside(o)) << ctx;
+      if (target != "AVX3_BF16") {
+        EXPECT_TRUE(same_bits(got.out, want.out) && same_bits(got.lse, want.lse) && same_bits(got.probs, want.probs))
+            << ctx << ": bf16_weights changed the result on a target without VDPBF16PS";
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Attention, HalfBf16Weights, ::testing::ValuesIn(bf16_weight_cases()),
+                         [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
+
+// The VDPBF16PS P·V runs (other bits than without the option) in row-layout blocks (64 rows,
+// D 64) and in wide blocks (256 rows, O^T, D 128), odd key counts (a lone last pair) and Dv not a
+// multiple of 32; a key length cuts a tile, and the values under the masked keys are
+// non-finite in one run (that tile takes the float32 path: the output stays finite) and large
+// finite junk in the other (the bf16 path: p = 0 exactly, so they add nothing).
+TEST(HalfBf16Weights, RunsAndKeepsMaskedValuesOut) {
+  const auto& all = targets();
+  if (std::find(all.begin(), all.end(), "AVX3_BF16") == all.end()) GTEST_SKIP() << "no AVX512_BF16 on this CPU";
+  PinTarget pin("AVX3_BF16");
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  for (const auto& [Nq, Nk, D, Dv] : {std::array<I64, 4>{100, 301, 64, 48}, std::array<I64, 4>{512, 777, 128, 128}})
+    for (const float junk : {nan, inf, 1e30f}) {
+      Case c = make({1, 2, 1, Nq, Nk, D, Dv});
+      c.name = "bf16w_q" + std::to_string(Nq) + "_k" + std::to_string(Nk);
+      HalfInputs h = build_half(c, seed_of(c.name), Dtype::bf16);
+      h.s.key_lengths = {Nk - 40};
+      h.s.refresh();
+      // The oracle and its tolerance on zeros under the masked keys (what the keys hold there
+      // cannot matter; NaN would poison the tolerance's own sums), the kernel on the junk.
+      Expected e = expect(h.s);
+      for (I64 j = Nk - 40; j < Nk; ++j)
+        for (I64 d = 0; d < Dv; ++d)
+          h.v.buf[std::size_t(h.s.v.offset({0, 0, j, d}))] = jomoim::half_from_float(junk, Dtype::bf16);
+      ASSERT_TRUE(e.oracle_issue.empty()) << e.oracle_issue;
+      widen_tolerance(h.s, e);
+      add_weight_rounding(h.s, e);
+      Outputs o = make_outputs(c), plain = make_outputs(c);
+      run_half(h, o, 2, true);
+      run_half(h, plain, 2, false);
+      const F32Result got = read(o), want = read(plain);
+      const std::string ctx = c.name + " junk " + std::to_string(junk);
+      EXPECT_TRUE(compare(h.s, e, got, false, false)) << ctx;
+      EXPECT_FALSE(same_bits(got.out, want.out)) << ctx << ": the VDPBF16PS P·V did not run";
+    }
+}
+
+// Each thread keeps V's packed pairs of recent tiles for the blocks of the same head; a second
+// call on the same buffers with new values (and one with another length) must not reuse them.
+TEST(HalfBf16Weights, NewValuesInTheSameBuffersArePackedAgain) {
+  const auto& all = targets();
+  if (std::find(all.begin(), all.end(), "AVX3_BF16") == all.end()) GTEST_SKIP() << "no AVX512_BF16 on this CPU";
+  PinTarget pin("AVX3_BF16");
+  Case c = make({1, 2, 1, 200, 600, 64, 64});
+  c.name = "bf16w_repack";
+  HalfInputs h = build_half(c, seed_of(c.name), Dtype::bf16);
+  for (int round = 0; round < 3; ++round) {
+    if (round > 0) {  // new values in the same buffers: scaled by -2 (exact in bf16)
+      for (std::size_t i = 0; i < h.v.buf.size(); ++i) {
+        const float x = -2.0f * jomoim::half_to_float(h.v.buf[i], Dtype::bf16);
+        h.v.buf[i] = jomoim::half_from_float(x, Dtype::bf16);
+        h.s.v.buf[i] = x;
+      }
+      h.s.refresh();
+    }
+    if (round == 2) h.s.key_lengths = {333};  // the last tile shorter: another tag
+    Expected e = expect(h.s);
+    ASSERT_TRUE(e.oracle_issue.empty()) << e.oracle_issue;
+    widen_tolerance(h.s, e);
+    add_weight_rounding(h.s, e);
+    for (int threads : {1, 2}) {
+      Outputs o = make_outputs(c);
+      run_half(h, o, threads, true);
+      EXPECT_TRUE(compare(h.s, e, read(o), false, false)) << "round " << round << " threads " << threads;
+    }
+  }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -54,12 +54,15 @@ void run_single(const BenchOptions& o) {
     const std::optional<Dtype> dt = parse_dtype(o.dtype);
     if (!dt) throw Error("bench: --dtype: expected f32, bf16 or f16, got '" + o.dtype + "'");
     w.dtype = *dt;
+    if (o.bf16_weights && w.dtype != Dtype::bf16) throw Error("bench: --bf16-weights needs --dtype bf16");
+    w.bf16_weights = o.bf16_weights;
     if (w.Hq % w.Hkv != 0)
       throw Error("bench: --heads (" + std::to_string(w.Hq) + ") must be a multiple of --kv-heads (" +
                   std::to_string(w.Hkv) + ")");
     w.allocate(o.seed);
-    std::fprintf(stderr, "bench: %s%s, %s, %d threads, %s: checking, then timing ...\n", w.shape_label().c_str(),
-                 w.causal ? " causal" : "", dtype_name(w.dtype), threads, active_simd_target().c_str());
+    std::fprintf(stderr, "bench: %s%s, %s%s, %d threads, %s: checking, then timing ...\n", w.shape_label().c_str(),
+                 w.causal ? " causal" : "", dtype_name(w.dtype), w.bf16_weights ? " (bf16 weights)" : "", threads,
+                 active_simd_target().c_str());
     const AttentionRun r = bench_attention(w, o, threads);
     if (o.json) std::printf("%s\n", attention_json(w, r, threads).dump().c_str());
     if (!r.check.ok) {
@@ -132,6 +135,9 @@ void add_bench_command(CLI::App& app) {
                   "storage of q, k, v: f32, bf16 or f16 (inputs rounded to it; computed in float32, out float32)")
       ->type_name("f32|bf16|f16")
       ->capture_default_str();
+  cmd->add_flag("--bf16-weights", o->bf16_weights,
+                "with --dtype bf16: round the softmax weights to bf16 for P·V (VDPBF16PS on AVX512_BF16; each weight "
+                "moves by up to 2^-8, the check's tolerance says so)");
   cmd->add_option("--seed", o->seed, "seed of the random inputs")->capture_default_str();
   cmd->add_flag("--json", o->json, "one JSON object per line on stdout instead of tables");
   cmd->add_flag("--no-check", o->no_check, "skip the check against the reference (for quick profiling)");

@@ -31,7 +31,9 @@ template <int MR, int NV, bool kLone>
 JOMOIM_BF16_TARGET inline void step(__m512 (&acc)[MR][NV], const std::uint16_t* k, std::ptrdiff_t ldk,
                                     const std::uint32_t* qd) {
   __m512bh qv[NV];
+#pragma GCC unroll 8
   for (int x = 0; x < NV; ++x) qv[x] = (__m512bh)_mm512_load_si512(qd + 16 * x);
+#pragma GCC unroll 8
   for (int r = 0; r < MR; ++r) {
     std::uint32_t u;
     if (kLone) {
@@ -40,6 +42,7 @@ JOMOIM_BF16_TARGET inline void step(__m512 (&acc)[MR][NV], const std::uint16_t* 
       std::memcpy(&u, k + r * ldk, 4);
     }
     const __m512bh kb = (__m512bh)_mm512_set1_epi32(int(u));
+#pragma GCC unroll 8
     for (int x = 0; x < NV; ++x) acc[r][x] = _mm512_dpbf16_ps(acc[r][x], kb, qv[x]);
   }
 }
@@ -49,13 +52,17 @@ template <int MR, int NV>
 JOMOIM_BF16_TARGET inline void micro(const std::uint16_t* k, std::ptrdiff_t ldk, const std::uint32_t* qp,
                                      std::size_t ldq, float* st, std::size_t ldst, std::size_t depth, float scale) {
   __m512 acc[MR][NV];
+#pragma GCC unroll 8
   for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 8
     for (int x = 0; x < NV; ++x) acc[r][x] = _mm512_setzero_ps();
   std::size_t d = 0;
   for (; d + 2 <= depth; d += 2) step<MR, NV, false>(acc, k + d, ldk, qp + (d / 2) * ldq);
   if (d < depth) step<MR, NV, true>(acc, k + d, ldk, qp + (d / 2) * ldq);
   const __m512 s = _mm512_set1_ps(scale);
+#pragma GCC unroll 8
   for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 8
     for (int x = 0; x < NV; ++x) _mm512_store_ps(st + r * ldst + 16 * x, _mm512_mul_ps(acc[r][x], s));
 }
 
@@ -184,6 +191,137 @@ JOMOIM_BF16_TARGET void score_rows_bf16(const std::uint16_t* q, std::size_t ldq,
   for (; r + 4 <= rows; r += 4) score_rows<4>(q + r * ldq, ldq, k, ldk, keys, s + r * lds, lds, depth, scale, ahead);
   for (; r + 2 <= rows; r += 2) score_rows<2>(q + r * ldq, ldq, k, ldk, keys, s + r * lds, lds, depth, scale, ahead);
   for (; r < rows; ++r) score_rows<1>(q + r * ldq, ldq, k, ldk, keys, s + r * lds, lds, depth, scale, ahead);
+}
+
+// ---------------------------------------------------------------------------------------------
+// P·V: weights and values paired along the keys.
+
+JOMOIM_BF16_TARGET void pack_weight_pairs(const float* pt, std::size_t ldpt, std::size_t keys, std::size_t cols,
+                                          std::uint32_t* pp, std::size_t ldp) {
+  // cvtne2ps puts the second operand's 16 bf16 in the low half, the first's in the high half;
+  // the permute interleaves them so lane x holds (row 2t, row 2t + 1) of column x.
+  alignas(64) static constexpr std::uint16_t kInterleave[32] = {0,  16, 1,  17, 2,  18, 3,  19, 4,  20, 5,
+                                                                21, 6,  22, 7,  23, 8,  24, 9,  25, 10, 26,
+                                                                11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+  const __m512i idx = _mm512_load_si512(kInterleave);
+  const __m512 zero = _mm512_setzero_ps();
+  for (std::size_t t = 0; 2 * t < keys; ++t) {
+    const float* r0 = pt + 2 * t * ldpt;
+    const float* r1 = 2 * t + 1 < keys ? r0 + ldpt : nullptr;
+    std::uint32_t* dst = pp + t * ldp;
+    for (std::size_t x = 0; x < cols; x += 16) {
+      const __m512 a = _mm512_load_ps(r0 + x), b = r1 != nullptr ? _mm512_load_ps(r1 + x) : zero;
+      const __m512i c = (__m512i)_mm512_cvtne2ps_pbh(b, a);
+      _mm512_store_si512(dst + x, _mm512_permutexvar_epi16(idx, c));
+    }
+  }
+}
+
+JOMOIM_BF16_TARGET void pack_value_pairs(const std::uint16_t* v, std::ptrdiff_t ldv, std::size_t keys, std::size_t dv,
+                                         std::uint32_t* vw, std::size_t ldw) {
+  alignas(64) static constexpr std::uint16_t kLow[32] = {0, 32, 1, 33, 2,  34, 3,  35, 4,  36, 5,  37, 6,  38, 7,  39,
+                                                         8, 40, 9, 41, 10, 42, 11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
+  alignas(64) static constexpr std::uint16_t kHigh[32] = {16, 48, 17, 49, 18, 50, 19, 51, 20, 52, 21,
+                                                          53, 22, 54, 23, 55, 24, 56, 25, 57, 26, 58,
+                                                          27, 59, 28, 60, 29, 61, 30, 62, 31, 63};
+  const __m512i lo = _mm512_load_si512(kLow), hi = _mm512_load_si512(kHigh);
+  for (std::size_t t = 0; 2 * t < keys; ++t) {
+    const std::uint16_t* r0 = v + std::ptrdiff_t(2 * t) * ldv;
+    const bool pair = 2 * t + 1 < keys;
+    std::uint32_t* dst = vw + t * ldw;
+    for (std::size_t e = 0; e < ldw; e += 32) {
+      const __mmask32 m = e >= dv ? 0 : dv - e >= 32 ? ~__mmask32(0) : (__mmask32(1) << (dv - e)) - 1;
+      const __m512i a = _mm512_maskz_loadu_epi16(m, r0 + e);
+      const __m512i b = pair ? _mm512_maskz_loadu_epi16(m, r0 + ldv + e) : _mm512_setzero_si512();
+      _mm512_store_si512(dst + e, _mm512_permutex2var_epi16(a, lo, b));
+      _mm512_store_si512(dst + e + 16, _mm512_permutex2var_epi16(a, hi, b));
+    }
+  }
+}
+
+JOMOIM_BF16_TARGET bool values_finite_bf16(const std::uint16_t* v, std::ptrdiff_t ldv, std::size_t keys,
+                                           std::size_t dv) {
+  const __m512i exp = _mm512_set1_epi16(0x7F80);  // all exponent bits set: an infinity or a NaN
+  __mmask32 bad = 0;
+  for (std::size_t j = 0; j < keys; ++j)
+    for (std::size_t e = 0; e < dv; e += 32) {
+      const __mmask32 m = dv - e >= 32 ? ~__mmask32(0) : (__mmask32(1) << (dv - e)) - 1;
+      const __m512i x = _mm512_maskz_loadu_epi16(m, v + std::ptrdiff_t(j) * ldv + e);
+      bad |= _mm512_mask_cmpeq_epi16_mask(m, _mm512_and_si512(x, exp), exp);
+    }
+  return bad == 0;
+}
+
+namespace {
+
+// MR broadcast indices i x NV vectors of 16 lanes x, over `pairs` steps:
+//   o[i * ldo + 16 x + lane] = o[...] * scale + sum_t b[t * ldb + i] . a[t * lda + 16 x + lane],
+// scale = s[16 x + lane] (kScaleByLane: O^T, one factor per row along the lanes) or s[i].
+template <int MR, int NV, bool kScaleByLane>
+JOMOIM_BF16_TARGET inline void pv_micro(const std::uint32_t* b, std::size_t ldb, const std::uint32_t* a,
+                                        std::size_t lda, std::size_t pairs, float* o, std::size_t ldo, const float* s) {
+  __m512 acc[MR][NV];
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 8
+    for (int x = 0; x < NV; ++x) {
+      const __m512 f = kScaleByLane ? _mm512_load_ps(s + 16 * x) : _mm512_set1_ps(s[i]);
+      acc[i][x] = _mm512_mul_ps(_mm512_load_ps(o + i * ldo + 16 * x), f);
+    }
+  for (std::size_t t = 0; t < pairs; ++t) {
+    __m512bh av[NV];
+#pragma GCC unroll 8
+    for (int x = 0; x < NV; ++x) av[x] = (__m512bh)_mm512_load_si512(a + t * lda + 16 * x);
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; ++i) {
+      const __m512bh bb = (__m512bh)_mm512_set1_epi32(int(b[t * ldb + i]));
+#pragma GCC unroll 8
+      for (int x = 0; x < NV; ++x) acc[i][x] = _mm512_dpbf16_ps(acc[i][x], bb, av[x]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 8
+    for (int x = 0; x < NV; ++x) _mm512_store_ps(o + i * ldo + 16 * x, acc[i][x]);
+}
+
+template <int MR, bool kScaleByLane>
+JOMOIM_BF16_TARGET inline void pv_strip(const std::uint32_t* b, std::size_t ldb, const std::uint32_t* a,
+                                        std::size_t lda, std::size_t lanes, std::size_t pairs, float* o,
+                                        std::size_t ldo, const float* s) {
+  auto scale = [&](std::size_t x) { return kScaleByLane ? s + x : s; };
+  std::size_t x = 0;
+  for (; x + 64 <= lanes; x += 64) pv_micro<MR, 4, kScaleByLane>(b, ldb, a + x, lda, pairs, o + x, ldo, scale(x));
+  if (x + 32 <= lanes) {
+    pv_micro<MR, 2, kScaleByLane>(b, ldb, a + x, lda, pairs, o + x, ldo, scale(x));
+    x += 32;
+  }
+  if (x < lanes) pv_micro<MR, 1, kScaleByLane>(b, ldb, a + x, lda, pairs, o + x, ldo, scale(x));
+}
+
+template <bool kScaleByLane>
+JOMOIM_BF16_TARGET inline void pv_tile(const std::uint32_t* b, std::size_t ldb, std::size_t nb, const std::uint32_t* a,
+                                       std::size_t lda, std::size_t lanes, std::size_t pairs, float* o, std::size_t ldo,
+                                       const float* s) {
+  auto scale = [&](std::size_t i) { return kScaleByLane ? s : s + i; };
+  std::size_t i = 0;
+  for (; i + 6 <= nb; i += 6) pv_strip<6, kScaleByLane>(b + i, ldb, a, lda, lanes, pairs, o + i * ldo, ldo, scale(i));
+  for (; i + 4 <= nb; i += 4) pv_strip<4, kScaleByLane>(b + i, ldb, a, lda, lanes, pairs, o + i * ldo, ldo, scale(i));
+  for (; i < nb; ++i) pv_strip<1, kScaleByLane>(b + i, ldb, a, lda, lanes, pairs, o + i * ldo, ldo, scale(i));
+}
+
+}  // namespace
+
+JOMOIM_BF16_TARGET void value_rows_bf16(const std::uint32_t* pp, std::size_t ldp, std::size_t rows,
+                                        const std::uint32_t* vw, std::size_t ldw, std::size_t dvp, std::size_t pairs,
+                                        float* o, std::size_t ldo, const float* alpha) {
+  pv_tile<false>(pp, ldp, rows, vw, ldw, dvp, pairs, o, ldo, alpha);
+}
+
+JOMOIM_BF16_TARGET void value_cols_bf16(const std::uint32_t* vw, std::size_t ldw, std::size_t dv,
+                                        const std::uint32_t* pp, std::size_t ldp, std::size_t cols, std::size_t pairs,
+                                        float* ot, std::size_t ldo, const float* alpha) {
+  pv_tile<true>(vw, ldw, dv, pp, ldp, cols, pairs, ot, ldo, alpha);
 }
 
 }  // namespace jomoim::detail

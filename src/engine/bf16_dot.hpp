@@ -40,4 +40,39 @@ void score_rows_bf16(const std::uint16_t* q, std::size_t ldq, std::size_t rows, 
                      std::ptrdiff_t ldk, std::size_t keys, float* s, std::size_t lds, std::size_t depth, float scale,
                      std::ptrdiff_t ahead);
 
+// ---------------------------------------------------------------------------------------------
+// P·V of bf16 values by VDPBF16PS (blocks of many query rows): the weights p (float32, from the
+// softmax) are rounded to bf16 (nearest even, denormals to zero) and paired along the keys with
+// the values, each product exact in float32 and the sums float32. Rounding a weight moves it by
+// at most 2^-8 of itself, so an output moves by at most 2^-8 sum_j p_j |v_j| / l beyond the
+// float32 bound (docs/design.md, "bf16 inputs"; tests/test_attention_half.cpp derives its
+// tolerance from it).
+
+// pp[t * ldp + x] = bf16(pt[2t][x]) | bf16(pt[2t + 1][x]) << 16 for t < (keys + 1) / 2, x < cols,
+// pt's row j at pt + j * ldpt (64-byte aligned, cols a multiple of 16); the pair past an odd
+// `keys` has a zero high half. pp 64-byte aligned, ldp a multiple of 16.
+void pack_weight_pairs(const float* pt, std::size_t ldpt, std::size_t keys, std::size_t cols, std::uint32_t* pp,
+                       std::size_t ldp);
+
+// vw[t * ldw + e] = v[2t][e] | v[2t + 1][e] << 16 for t < (keys + 1) / 2, e < ldw: v's rows bf16
+// bits contiguous along e, row stride ldv (any sign); zero for e >= dv and in the high half of
+// the pair past an odd `keys`. ldw a multiple of 32 (at least dv), vw 64-byte aligned.
+void pack_value_pairs(const std::uint16_t* v, std::ptrdiff_t ldv, std::size_t keys, std::size_t dv, std::uint32_t* vw,
+                      std::size_t ldw);
+
+// Whether v's rows [0, keys) hold no infinity or NaN in their first dv elements (row stride ldv).
+bool values_finite_bf16(const std::uint16_t* v, std::ptrdiff_t ldv, std::size_t keys, std::size_t dv);
+
+// Output rows along the lanes' other side (row layout): for r < rows, e < dvp (a multiple of 16),
+//   o[r * ldo + e] = o[r * ldo + e] * alpha[r] + sum_t pp[t * ldp + r] . vw[t * ldw + e]
+// (the dot of two bf16 pairs), t < pairs. o rows 64-byte aligned.
+void value_rows_bf16(const std::uint32_t* pp, std::size_t ldp, std::size_t rows, const std::uint32_t* vw,
+                     std::size_t ldw, std::size_t dvp, std::size_t pairs, float* o, std::size_t ldo,
+                     const float* alpha);
+
+// The same into O^T (rows along the lanes): for e < dv, x < cols (a multiple of 16),
+//   ot[e * ldo + x] = ot[e * ldo + x] * alpha[x] + sum_t vw[t * ldw + e] . pp[t * ldp + x].
+void value_cols_bf16(const std::uint32_t* vw, std::size_t ldw, std::size_t dv, const std::uint32_t* pp, std::size_t ldp,
+                     std::size_t cols, std::size_t pairs, float* ot, std::size_t ldo, const float* alpha);
+
 }  // namespace jomoim::detail

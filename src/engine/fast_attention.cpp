@@ -78,6 +78,8 @@ using Size = std::integral_constant<size_t, N>;
 // "AVX2 register blocking"). Decode blocks keep 256 keys on every target.
 constexpr std::int64_t kRowBlockK = kManyRegisters ? kBlockK : 128;
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+// The per-thread cache of V's bf16 pairs (options.bf16_weights): bytes and tiles at most.
+constexpr size_t kVwCacheBytes = size_t(256) << 10, kVwMaxSlots = 16;
 
 // Scores are kept in base-2 units: the queries are packed pre-multiplied by scale * log2(e)
 // (and a bias by log2(e)), so every exponential of the softmax is 2^x of a non-positive x,
@@ -515,6 +517,7 @@ struct Tiled {
     float* m;      // running row maximum [kBlockQ]
     float* l;      // running row sum of 2^(score - m) [kBlockQ] (scores in base 2)
     float* alpha;  // per-tile rescale factors [kBlockQ]
+    float* ends;   // TileScores' per-row ends of the visible keys in the tile [kBlockQ]
     size_t dvp;    // Dv rounded up to whole vectors
     size_t cols;   // the block's rows rounded up to whole vectors
     bool direct;   // few rows: score against K rows in place, vectorised over D
@@ -526,6 +529,16 @@ struct Tiled {
     // (score_rows_bf16). P·V stays float32 (V widened in registers): bf16 weights would give
     // another ~10 % at H32/Hkv8 but move a bf16-cache model's logits by 2e-3 (bench/NOTES.md).
     bool bf16direct;
+    // bf16 values with bf16dot and options.bf16_weights: P·V by VDPBF16PS too (bf16_dot.hpp), P rounded to bf16 and
+    // paired along the keys in pp [(kBlockK + 1) / 2, kBlockQ], V paired in vp, for the tiles
+    // whose masked keys (if any) hold finite values.
+    bool bf16pv;
+    std::uint32_t* pp;
+    // bf16pv: V's pairs of the last tiles this thread packed, vw_slots tiles of vw_tile u32 each
+    // (about 256 KiB in all), tile t0 / kBlockK in slot (t0 / kBlockK) % vw_slots: every block of
+    // a head that the thread runs reuses them (1 x 12 x 1024 x 64: 16 blocks a head).
+    std::uint32_t* vw;
+    size_t vw_tile, vw_slots;
     size_t ldq16;
     // Strides of row r and key j in st.
     PLayout layout() const { return direct ? PLayout{size_t(kBlockK), 1} : PLayout{1, size_t(kBlockQ)}; }
@@ -544,6 +557,7 @@ struct Tiled {
     const bool bf16_keys = kBf16DotTarget && p.dtype == Dtype::bf16 && p.k.strides[3] == 1 && bf16_dot_enabled();
     b.bf16dot = bf16_keys && !b.direct;
     b.bf16direct = bf16_keys && b.direct;
+    b.bf16pv = b.bf16dot && p.bf16_weights && p.v.strides[3] == 1;
     b.ldq16 = RoundUp(size_t(s.D), 32);
     // qt also holds a direct block's bf16 rows (bf16direct): kDirectRows rows of ldq16 halves,
     // more than D * kBlockQ floats only for D < 8 in 32-row blocks.
@@ -551,7 +565,13 @@ struct Tiled {
                  nk = RoundUp(kBlockK * size_t(s.D), a), nv = RoundUp(kBlockK * b.dvp, a), ns = kBlockK * kBlockQ,
                  nacc = RoundUp(kBlockQ * b.dvp, a), nm = kBlockQ;
     const size_t nacct = kValuesTransposed ? RoundUp(size_t(s.Dv) * kBlockQ, a) : 0;
-    float* base = Scratch::for_this_thread().reserve(2 * nq + nk + nv + ns + nacc + nacct + 3 * nm);
+    // The V pairs fit vp: (kBlockK + 1) / 2 rows of Dv rounded up to 32 <= kBlockK rows of dvp.
+    const size_t npp = b.bf16pv ? RoundUp((kBlockK + 1) / 2 * kBlockQ, a) : 0;
+    static_assert(kBlockK % 2 == 0);
+    b.vw_tile = size_t(kBlockK) / 2 * RoundUp(size_t(s.Dv), 32);
+    b.vw_slots = b.bf16pv ? std::clamp<size_t>(kVwCacheBytes / 4 / b.vw_tile, 1, kVwMaxSlots) : 0;
+    float* base = Scratch::for_this_thread().reserve(2 * nq + nk + nv + ns + nacc + nacct + 4 * nm + npp +
+                                                     b.vw_slots * b.vw_tile);
     b.qt = base;
     b.qp = b.qt + nq;
     b.kp = b.qp + nq;
@@ -562,6 +582,9 @@ struct Tiled {
     b.m = b.acct + nacct;
     b.l = b.m + nm;
     b.alpha = b.l + nm;
+    b.ends = b.alpha + nm;
+    b.pp = reinterpret_cast<std::uint32_t*>(b.ends + nm);
+    b.vw = b.pp + npp;
     return b;
   }
 
@@ -585,7 +608,29 @@ struct Tiled {
     if (buf.bf16dot) {  // pairs of bf16 bits: lane r of row d / 2 holds q[r][d] | q[r][d + 1] << 16
       auto* qp = reinterpret_cast<std::uint32_t*>(buf.qt);
       const std::int64_t pairs = (D + 1) / 2, sq = p.q.strides[3];
-      for (std::int64_t r = 0; r < rows.n; ++r) {
+      std::int64_t r0 = 0;
+      if (sq == 1 && D % 2 == 0) {
+        // Contiguous rows of even D are pairs already: lanes x lanes squares of 32-bit pairs
+        // transposed in registers (as float lanes: only moved, never computed on), like the
+        // float32 queries below. The scalar loop took 5 % of causal bf16 prefill at D = 64.
+        const DF df;
+        constexpr std::int64_t L = std::int64_t(kLanes);
+        auto* qf = reinterpret_cast<float*>(qp);
+        for (; r0 + L <= rows.n; r0 += L) {
+          const float* src[kLanes];
+          for (std::int64_t i = 0; i < L; ++i) src[i] = reinterpret_cast<const float*>(row16(r0 + i));
+          std::int64_t d0 = 0;
+          for (; d0 + L <= pairs; d0 += L) {
+            VF v[kLanes];
+            for (std::int64_t i = 0; i < L; ++i) v[i] = hn::LoadU(df, src[i] + d0);
+            TransposeSquare(v);
+            for (std::int64_t i = 0; i < L; ++i) hn::Store(v[i], df, qf + (d0 + i) * kBlockQ + r0);
+          }
+          for (; d0 < pairs; ++d0)
+            for (std::int64_t i = 0; i < L; ++i) std::memcpy(qp + d0 * kBlockQ + r0 + i, src[i] + d0, 4);
+        }
+      }
+      for (std::int64_t r = r0; r < rows.n; ++r) {
         const std::uint16_t* qr = row16(r);
         for (std::int64_t d2 = 0; d2 < pairs; ++d2) {
           const std::uint32_t lo = qr[2 * d2 * sq], hi = 2 * d2 + 1 < D ? qr[(2 * d2 + 1) * sq] : 0u;
@@ -721,6 +766,23 @@ struct Tiled {
     const PLayout pl = buf.layout();
     const std::int64_t stop = buf.direct ? kBlockK : tl;
     std::int64_t first_masked = std::clamp<std::int64_t>(rows.min_visible - t0, 0, tl);
+    if (!buf.direct && !p.has_bias) {
+      // S^T without a bias (a causal block's last tile, a key length): the keys past each row's
+      // end masked a vector of rows at a time (one scalar store per entry took about 5 % of
+      // causal bf16 prefill). The rows' ends as floats (exact below 2^24) in ends; padding rows
+      // keep their scores.
+      const DF df;
+      for (size_t x = 0; x < buf.cols; ++x)
+        buf.ends[x] = float(std::int64_t(x) < rows.n ? std::clamp<std::int64_t>(rows.visible[x] - t0, 0, tl) : tl);
+      const VF neg_inf = hn::Set(df, kNegInf);
+      for (std::int64_t j = first_masked; j < tl; ++j) {
+        const VF jv = hn::Set(df, float(j));
+        float* sj = buf.st + j * kBlockQ;
+        for (size_t x = 0; x < buf.cols; x += hn::Lanes(df))
+          hn::Store(hn::IfThenElse(hn::Ge(jv, hn::Load(df, buf.ends + x)), neg_inf, hn::Load(df, sj + x)), df, sj + x);
+      }
+      return first_masked;
+    }
     for (std::int64_t r = 0; r < rows.n; ++r) {
       float* sr = buf.st + r * pl.pr;
       const std::int64_t end = std::clamp<std::int64_t>(rows.visible[r] - t0, 0, tl);
@@ -849,6 +911,12 @@ struct Tiled {
         }
         continue;
       }
+      if (buf.bf16pv &&
+          (first_masked >= tl || values_finite_bf16(p.v16.data + voff + first_masked * p.v.strides[2], p.v.strides[2],
+                                                    size_t(tl - first_masked), size_t(s.Dv)))) {
+        ValueTileBf16(p, rows, p.v16.data + voff, t0, tl, buf);
+        continue;
+      }
       const float* vbase = p.half() ? nullptr : p.v.data + voff;
       const float* vrows = vbase;
       std::ptrdiff_t ldv = p.v.strides[2];
@@ -880,6 +948,35 @@ struct Tiled {
         ValueTileT(buf.st, buf.cols, vrows, ldv, size_t(tl), buf.acct, size_t(s.Dv), buf.alpha);
       }
       if (exact) AddNonFiniteValues(p, rows, t0, tl, buf);
+    }
+  }
+
+  // P·V of one tile by VDPBF16PS (bf16pv): P^T in st rounded and paired, V's tile paired, then
+  // into acc (row layout) or O^T, rescaled by alpha on the way, as ValueTile / ValueTileT do.
+  static inline void ValueTileBf16(const Problem& p, const Rows& rows, const std::uint16_t* v, std::int64_t t0,
+                                   std::int64_t tl, const Buffers& buf) {
+    const size_t Dv = size_t(p.s.Dv), ldw = RoundUp(Dv, 32), pairs = size_t(tl + 1) / 2;
+    // The slot's tag: this call, this tile's first V row, its length, and the slot's address
+    // (a grown scratch buffer holds none of the old contents).
+    struct Tag {
+      std::uint64_t call = 0;
+      const std::uint16_t* v = nullptr;
+      std::int64_t tl = 0;
+      const std::uint32_t* at = nullptr;
+    };
+    static thread_local Tag tags[kVwMaxSlots];
+    const size_t slot = size_t(t0 / kBlockK) % buf.vw_slots;
+    std::uint32_t* vw = buf.vw + slot * buf.vw_tile;
+    Tag& tag = tags[slot];
+    if (tag.call != p.call_id || tag.v != v || tag.tl != tl || tag.at != vw) {
+      pack_value_pairs(v, p.v.strides[2], size_t(tl), Dv, vw, ldw);
+      tag = {p.call_id, v, tl, vw};
+    }
+    pack_weight_pairs(buf.st, kBlockQ, size_t(tl), buf.cols, buf.pp, kBlockQ);
+    if (buf.values_transposed()) {
+      value_cols_bf16(vw, ldw, Dv, buf.pp, kBlockQ, buf.cols, pairs, buf.acct, kBlockQ, buf.alpha);
+    } else {
+      value_rows_bf16(buf.pp, kBlockQ, size_t(rows.n), vw, ldw, buf.dvp, pairs, buf.acc, buf.dvp, buf.alpha);
     }
   }
 
@@ -971,7 +1068,14 @@ struct Tiled {
   static inline void WriteRow(const Problem& p, const Rows& rows, std::int64_t r, float m, float l, const float* acc) {
     const float inv = InverseSum(l);
     float* o = OutRow(p, rows, r);
-    for (std::int64_t e = 0; e < p.s.Dv; ++e) o[e * p.out.strides[3]] = acc[e] * inv;
+    std::int64_t e = 0;
+    if (p.out.strides[3] == 1) {  // contiguous: whole vectors (acc is aligned, the row need not be)
+      const DF df;
+      const VF vi = hn::Set(df, inv);
+      const std::int64_t L = std::int64_t(hn::Lanes(df));
+      for (; e + L <= p.s.Dv; e += L) hn::StoreU(hn::Mul(hn::Load(df, acc + e), vi), df, o + e);
+    }
+    for (; e < p.s.Dv; ++e) o[e * p.out.strides[3]] = acc[e] * inv;
     WriteLse(p, rows, r, m, l);
   }
 

@@ -21,6 +21,10 @@ struct Problem {
   TensorView<const std::uint16_t, 4> q16, k16, v16;
   Tensor4 out;  // [B,Hq,Nq,Dv] (may be empty when only the reference runs)
   bool causal = false;
+  bool bf16_weights = false;  // options.bf16_weights (bf16 storage only)
+  // Different for every problem made (make_problem): per-thread caches of packed tiles know by it
+  // that a tile they hold belongs to this call, not to an earlier one with the same pointers.
+  std::uint64_t call_id = 0;
   bool has_bias = false;
   ConstTensor4 bias;                          // [B,Hq,Nq,Nk], stride 0 on broadcast dimensions
   const std::int64_t* key_lengths = nullptr;  // B entries, or null

@@ -1,6 +1,7 @@
 // validate.cpp — argument checks at the engine's boundary, shared by the fast path and the
 // reference. Every failure throws jomoim::Error with one line naming the argument.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <numeric>
 #include <string>
@@ -131,6 +132,9 @@ Problem make_problem_of(TensorView<const T, 4> q_in, TensorView<const T, 4> k_in
     throw Error("scale: expected a finite number, got " + std::to_string(*o.scale));
   s.scale = o.scale ? *o.scale : float(1.0 / std::sqrt(double(s.D)));
   p.causal = o.causal;
+  p.bf16_weights = o.bf16_weights && p.dtype == Dtype::bf16;
+  static std::atomic<std::uint64_t> calls{0};
+  p.call_id = ++calls;
 
   if (out_in) {
     check_view_basics("out", *out_in);

@@ -79,6 +79,7 @@ Json attention_json(const Workload& w, const AttentionRun& r, int threads) {
   j["threads"] = threads;
   j["simd_target"] = active_simd_target();
   j["dtype"] = dtype_name(w.dtype);
+  j["bf16_weights"] = w.bf16_weights;
   j["check"] = r.check.mode;
   j["check_max_err"] = r.check.max_err;
   j["check_tol"] = r.check.tol;

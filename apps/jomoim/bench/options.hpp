@@ -21,6 +21,7 @@ struct BenchOptions {
   double min_time = 1.0;  // seconds of timed calls, at least
   std::string target;
   std::string dtype = "f32";  // storage of q, k, v: f32, bf16, f16
+  bool bf16_weights = false;  // AttentionOptions::bf16_weights
   unsigned seed = 42;
   bool json = false, sgemm = false, copy = false, fma = false, ceilings_only = false, quick = false, no_check = false;
   Index sgemm_n = 2048;  // large enough that OpenBLAS runs at its plateau on 1-2 cores

@@ -91,6 +91,7 @@ AttentionOptions Workload::options(int threads) {
   o.scale = scale;
   o.notation = notation;
   o.threads = threads;
+  o.bf16_weights = bf16_weights;
   if (bias_kind != cases::BiasKind::none) {
     ConstTensor4 b = ConstTensor4::contiguous(bias.data(), cases::bias_shape(bias_kind, {B, Hq, Hkv, Nq, Nk, D, Dv}));
     for (int d = 0; d < 4; ++d)

@@ -40,6 +40,7 @@ struct Workload {
   // Storage of q, k, v (bench --dtype): f32, or bf16 / f16 bits in q16, k16, v16, with q, k, v
   // then holding the same rounded numbers as float32 (the check's reference inputs).
   Dtype dtype = Dtype::f32;
+  bool bf16_weights = false;  // bench --bf16-weights (AttentionOptions::bf16_weights)
   std::vector<std::uint16_t> q16, k16, v16;
 
   // A case of the table; throws Error when its memory is not what the bench lays out.

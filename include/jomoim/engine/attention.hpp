@@ -65,6 +65,11 @@ struct AttentionOptions {
   std::optional<Tensor3> lse;                 // output [B, Hq, Nq]
   std::optional<Tensor4> probs;               // output [B, Hq, Nq, Nk]
   int threads = 0;                            // 0: OpenMP's default (omp_get_max_threads)
+  // bf16 inputs only: the softmax weights may be rounded to bf16 for P·V (each moves by at most
+  // 2^-8 of itself, so an output by at most 2^-8 sum_j p_j |v_j| more than float32's bound), as
+  // PyTorch's and FlashAttention's bf16 kernels do; then P·V runs on VDPBF16PS too where Q·K^T
+  // does (see below). Off by default: P·V in float32. f16 inputs and float32 ignore it.
+  bool bf16_weights = false;
 };
 
 // The fast path. Throws jomoim::Error (one-line message) on invalid arguments, before writing
@@ -85,7 +90,10 @@ void attention(ConstTensor4 q, ConstTensor4 k, ConstTensor4 v, Tensor4 out, cons
 // instruction adds two of them with one rounding each, so a D-term score takes at most D
 // roundings plus one for the scale, the float32 bound again; the results are not bitwise those
 // of AVX3 (denormal bf16 inputs count as zero there). Q is kept as bf16 pairs in the packed-query
-// buffer: no extra memory. P·V stays float32.
+// buffer: no extra memory. P·V stays float32 unless options.bf16_weights: then, in the same
+// blocks, V contiguous along Dv, the weights are rounded to bf16 (nearest even) and paired along
+// the keys with V's rows (32 KiB more scratch per thread at D = 64), each tile's products by
+// VDPBF16PS; a tile whose masked keys hold a non-finite value takes the float32 path.
 void attention(const ConstTensor4x16& q, const ConstTensor4x16& k, const ConstTensor4x16& v, Tensor4 out,
                const AttentionOptions& options = {});
 
