@@ -529,9 +529,9 @@ struct Tiled {
     // (score_rows_bf16). P·V stays float32 (V widened in registers): bf16 weights would give
     // another ~10 % at H32/Hkv8 but move a bf16-cache model's logits by 2e-3 (bench/NOTES.md).
     bool bf16direct;
-    // bf16 values with bf16dot and options.bf16_weights: P·V by VDPBF16PS too (bf16_dot.hpp), P rounded to bf16 and
-    // paired along the keys in pp [(kBlockK + 1) / 2, kBlockQ], V paired in vp, for the tiles
-    // whose masked keys (if any) hold finite values.
+    // bf16 values with bf16dot and options.bf16_weights: P·V by VDPBF16PS too (bf16_dot.hpp),
+    // P rounded to bf16 and paired along the keys in pp [kBlockK / 2, kBlockQ], V paired in vw
+    // (below), for the tiles whose masked keys (if any) hold finite values.
     bool bf16pv;
     std::uint32_t* pp;
     // bf16pv: V's pairs of the last tiles this thread packed, vw_slots tiles of vw_tile u32 each
@@ -565,8 +565,7 @@ struct Tiled {
                  nk = RoundUp(kBlockK * size_t(s.D), a), nv = RoundUp(kBlockK * b.dvp, a), ns = kBlockK * kBlockQ,
                  nacc = RoundUp(kBlockQ * b.dvp, a), nm = kBlockQ;
     const size_t nacct = kValuesTransposed ? RoundUp(size_t(s.Dv) * kBlockQ, a) : 0;
-    // The V pairs fit vp: (kBlockK + 1) / 2 rows of Dv rounded up to 32 <= kBlockK rows of dvp.
-    const size_t npp = b.bf16pv ? RoundUp((kBlockK + 1) / 2 * kBlockQ, a) : 0;
+    const size_t npp = b.bf16pv ? RoundUp(kBlockK / 2 * kBlockQ, a) : 0;
     static_assert(kBlockK % 2 == 0);
     b.vw_tile = size_t(kBlockK) / 2 * RoundUp(size_t(s.Dv), 32);
     b.vw_slots = b.bf16pv ? std::clamp<size_t>(kVwCacheBytes / 4 / b.vw_tile, 1, kVwMaxSlots) : 0;
