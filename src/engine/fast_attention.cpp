@@ -466,15 +466,15 @@ struct Tiled {
     std::int64_t max_visible = 0, min_visible = 0;
   };
 
-  // Work item index -> rows. Under causality the blocks with the most visible keys (the last
-  // query positions) come first, across all heads, so dynamic scheduling ends with the cheap
-  // blocks. Otherwise every block costs the same, and the blocks of one (batch, kv head) are
-  // consecutive items: the threads then read the same K and V, which stay in L3, instead of
-  // each streaming another head's from memory.
+  // Work item index -> rows. The blocks of one (batch, kv head) are consecutive items: the
+  // threads then read the same K and V, which stay in cache, instead of each streaming another
+  // head's, and a thread's bf16 V pairs (ValueTileBf16) serve its next blocks of the head.
+  // Under causality a head's blocks come heaviest first (the last query positions see the
+  // most keys), so dynamic scheduling ends each head, and the call, with its cheapest blocks.
   static inline void RowsOfItem(const Problem& p, const Plan& plan, std::int64_t item, Rows& rows) {
     const AttentionShape& s = p.s;
-    const std::int64_t bg = p.causal ? item % (s.B * s.Hkv) : item / plan.blocks_per_group;
-    const std::int64_t rank = p.causal ? item / (s.B * s.Hkv) : item % plan.blocks_per_group;
+    const std::int64_t bg = item / plan.blocks_per_group;
+    const std::int64_t rank = item % plan.blocks_per_group;
     rows.b = bg / s.Hkv;
     rows.g = bg % s.Hkv;
     rows.n = 0;
