@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""The build enforces the parts' arrows: a forbidden include does not compile.
+"""The build enforces the parts' arrows: a forbidden include is not found.
 
 For every part, one of its real source files is taken from compile_commands.json, its source
-swapped for a probe that includes one public header of each part, and the command run with
--fsyntax-only. A header of a part that this part may use (the allowed arrows of docs/design.md,
-followed through PUBLIC links) must compile; any other must fail with "No such file". Both
-directions are checked, so the test fails if the staging of headers breaks (nothing compiles)
-as well as if it leaks (everything compiles).
+swapped for a probe that includes one public header of each part, and the command run as a
+preprocessor (-E: an arrow is a question of which headers are found; the real build compiles
+them). A header of a part that this part may use (the allowed arrows of docs/design.md,
+followed through PUBLIC links) must be found with everything it includes; any other must fail
+with "No such file". Both directions are checked, so the test fails if the staging of headers
+breaks (nothing is found) as well as if it leaks (everything is). Preprocessing the 63 probes
+takes about 5 s where compiling them (-fsyntax-only) took 45 s of CI.
 
 A textual check adds what include paths cannot show (Highway sits in /usr/include, visible to
 everyone): only the engine, and the CLI's FMA-peak probe, include <hwy/...>.
@@ -14,6 +16,7 @@ everyone): only the engine, and the CLI's FMA-peak probe, include <hwy/...>.
     check_layout.py SOURCE_DIR BUILD_DIR
 """
 import json
+import os
 import pathlib
 import re
 import shlex
@@ -87,15 +90,15 @@ def main():
                     if a in ("-MD", "-MMD") or pathlib.Path(a).name == pathlib.Path(rel).name:
                         continue
                     cmd.append(a)
-                cmd += ["-fsyntax-only", str(probe)]
+                cmd += ["-E", "-o", os.devnull, str(probe)]
                 r = subprocess.run(cmd, cwd=entry["directory"], capture_output=True, text=True)
                 checked += 1
                 want_ok = other in may
                 if want_ok and r.returncode != 0:
-                    failures.append(f"{part} may include <{header}> but it does not compile:\n"
+                    failures.append(f"{part} may include <{header}> but it does not preprocess:\n"
                                     + r.stderr.strip()[-800:])
                 elif not want_ok and r.returncode == 0:
-                    failures.append(f"{part} must not see <{header}> ({other}), but it compiles")
+                    failures.append(f"{part} must not see <{header}> ({other}), but it is found")
                 elif not want_ok and "No such file" not in r.stderr:
                     failures.append(f"{part} <{header}> failed for another reason:\n{r.stderr.strip()[-800:]}")
     # Highway only in the engine (and the CLI's FMA-peak probe).
