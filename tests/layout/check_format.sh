@@ -10,6 +10,14 @@ if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
 else
   mapfile -t files < <(find . -path ./build -prune -o \( -name '*.cpp' -o -name '*.hpp' \) -print | grep -v node_modules)
 fi
+present=()
+for f in "${files[@]}"; do [[ -f $f ]] && present+=("$f"); done
+# One clang-format for all files (2 s; one process per file took 20 s); only when that fails, one
+# per file to name each unformatted file.
+if clang-format --dry-run --Werror "${present[@]}" >/dev/null 2>&1; then
+  echo "${#present[@]} passed, 0 failed"
+  exit 0
+fi
 bad=0
 for f in "${files[@]}"; do
   [[ -f $f ]] || continue
