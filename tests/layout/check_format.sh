@@ -19,12 +19,11 @@ if clang-format --dry-run --Werror "${present[@]}" >/dev/null 2>&1; then
   exit 0
 fi
 bad=0
-for f in "${files[@]}"; do
-  [[ -f $f ]] || continue
+for f in "${present[@]}"; do
   if ! clang-format --dry-run --Werror "$f" >/dev/null 2>&1; then
     echo "not formatted: $f (clang-format -i $f)"
     bad=$((bad + 1))
   fi
 done
-echo "$(( ${#files[@]} - bad )) passed, $bad failed"
+echo "$(( ${#present[@]} - bad )) passed, $bad failed"
 (( bad == 0 ))
