@@ -6,7 +6,9 @@ binary and SIMD target, each format's speed-up over float32 (the median of the p
 with their range).
 
     bench/decode_ab.py --bin build/release/jomoim [--bin other/jomoim] [--rounds 5]
-        [--kv-heads 32 8] [--targets default AVX2] [--dtypes f32 bf16 f16] [--threads 2]
+        [--kv-heads 32 8] [--targets default AVX2] [--dtypes f32 bf16 bf16w f16] [--threads 2]
+
+"bf16w" is bf16 storage with the softmax weights rounded to bf16 for P·V (`--bf16-weights`).
 """
 import argparse
 import json
@@ -17,8 +19,11 @@ import sys
 
 def run(binary, kv, dtype, target, args):
     cmd = [binary, "bench", "--heads", str(args.heads), "--kv-heads", str(kv), "--q-len", "1", "--kv-len",
-           str(args.kv_len), "--head-dim", str(args.head_dim), "--dtype", dtype, "--threads", str(args.threads),
+           str(args.kv_len), "--head-dim", str(args.head_dim), "--dtype", "bf16" if dtype == "bf16w" else dtype,
+           "--threads", str(args.threads),
            "--min-time", str(args.min_time), "--json"]
+    if dtype == "bf16w":
+        cmd += ["--bf16-weights"]
     if target != "default":
         cmd += ["--target", target]
     out = subprocess.run(cmd, capture_output=True, text=True)

@@ -327,6 +327,63 @@ TEST(HalfBf16Weights, RunsAndKeepsMaskedValuesOut) {
     }
 }
 
+// Decode's blocks of 2-8 rows (the direct path: a grouped-query head's rows) run P·V by
+// VDPBF16PS on V's rows in place with the weights paired in registers: every row count 2-8
+// (8, 4, 2 and 1 at a time), Dv from 16 (half a 32-column chunk) to 256, odd key counts (a lone
+// last key) and a tile of 256 keys plus one; within the weights' rounding and not the float32
+// bits. One row keeps float32 P·V: the same bits as without the option. The last shape cuts the
+// keys by a key length with non-finite values past it: that tile takes the float32 path, the
+// output stays finite.
+TEST(HalfBf16Weights, DecodeRowsPairInRegisters) {
+  const auto& all = targets();
+  if (std::find(all.begin(), all.end(), "AVX3_BF16") == all.end()) GTEST_SKIP() << "no AVX512_BF16 on this CPU";
+  PinTarget pin("AVX3_BF16");
+  struct Shape {
+    I64 Hq, Hkv, Nq, Nk, D, Dv;
+    bool cut;
+  };
+  const Shape shapes[] = {{1, 1, 1, 3, 16, 16, false},    {2, 1, 1, 7, 64, 48, false},
+                          {3, 1, 1, 33, 32, 80, false},   {8, 2, 1, 300, 128, 128, false},
+                          {5, 1, 1, 257, 64, 64, false},  {6, 1, 1, 129, 48, 112, false},
+                          {7, 1, 1, 64, 128, 256, false}, {8, 1, 1, 513, 128, 128, false},
+                          {4, 2, 2, 401, 64, 96, false},  {32, 8, 1, 1000, 128, 128, true}};
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (const Shape& sh : shapes) {
+    Case c = make({1, sh.Hq, sh.Hkv, sh.Nq, sh.Nk, sh.D, sh.Dv});
+    c.name = "bf16w_decode_h" + std::to_string(sh.Hq) + "_" + std::to_string(sh.Hkv) + "_q" + std::to_string(sh.Nq) +
+             "_k" + std::to_string(sh.Nk) + "_dv" + std::to_string(sh.Dv);
+    HalfInputs h = build_half(c, seed_of(c.name), Dtype::bf16);
+    const I64 cut = sh.Nk - 37;
+    if (sh.cut) {
+      h.s.key_lengths = {cut};
+      h.s.refresh();
+    }
+    Expected e = expect(h.s);
+    ASSERT_TRUE(e.oracle_issue.empty()) << c.name << ": " << e.oracle_issue;
+    if (sh.cut)  // junk under the masked keys, after the oracle (as above)
+      for (I64 g = 0; g < sh.Hkv; ++g)
+        for (I64 j = cut; j < sh.Nk; ++j)
+          for (I64 d = 0; d < sh.Dv; ++d)
+            h.v.buf[std::size_t(h.s.v.offset({0, g, j, d}))] = jomoim::half_from_float(nan, Dtype::bf16);
+    widen_tolerance(h.s, e);
+    add_weight_rounding(h.s, e);
+    for (int threads : {1, 2}) {
+      Outputs o = make_outputs(c), plain = make_outputs(c);
+      run_half(h, o, threads, true);
+      run_half(h, plain, threads, false);
+      const F32Result got = read(o), want = read(plain);
+      const std::string ctx = c.name + " threads " + std::to_string(threads);
+      EXPECT_TRUE(compare(h.s, e, got, false, false)) << ctx;
+      EXPECT_TRUE(untouched_outside(o)) << ctx;
+      if (sh.Hq / sh.Hkv * sh.Nq == 1) {
+        EXPECT_TRUE(same_bits(got.out, want.out)) << ctx << ": one row changed with the option";
+      } else {
+        EXPECT_FALSE(same_bits(got.out, want.out)) << ctx << ": the VDPBF16PS P·V did not run";
+      }
+    }
+  }
+}
+
 // Each thread keeps V's packed pairs of recent tiles for the blocks of the same head; a second
 // call on the same buffers with new values (and one with another length) must not reuse them.
 TEST(HalfBf16Weights, NewValuesInTheSameBuffersArePackedAgain) {

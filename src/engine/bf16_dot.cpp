@@ -9,6 +9,7 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
+#include <algorithm>
 #include <cstring>
 
 namespace jomoim::detail {
@@ -96,14 +97,19 @@ namespace {
 
 // Lane i of the result = the sum of v[i]'s 16 lanes: four rounds of pairwise shuffles and adds
 // (15 adds and 30 shuffles for 16 sums, against 16 x 4 rounds one vector at a time).
+// Every loop fully unrolled: an index that is not a constant keeps v in memory, and the caller's
+// accumulators with it (a store after every VDPBF16PS in score_keys' loop: measured below).
 JOMOIM_BF16_TARGET inline __m512 sum16(const __m512 (&v)[16]) {
   __m512 w[8], x[4], y[2];
+#pragma GCC unroll 8
   for (int i = 0; i < 8; ++i)  // per 128-bit block: v2i(0+2), v2i+1(0+2), v2i(1+3), v2i+1(1+3)
     w[i] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]), _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
+#pragma GCC unroll 4
   for (int i = 0; i < 4; ++i) {  // per block: the block's partial sums of v4i .. v4i+3
     const __m512d a = _mm512_castps_pd(w[2 * i]), b = _mm512_castps_pd(w[2 * i + 1]);
     x[i] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(a, b)), _mm512_castpd_ps(_mm512_unpackhi_pd(a, b)));
   }
+#pragma GCC unroll 2
   for (int i = 0; i < 2; ++i)  // blocks 0+2 and 1+3 of x2i, then of x2i+1
     y[i] = _mm512_add_ps(_mm512_shuffle_f32x4(x[2 * i], x[2 * i + 1], 0x44),
                          _mm512_shuffle_f32x4(x[2 * i], x[2 * i + 1], 0xEE));
@@ -119,8 +125,9 @@ JOMOIM_BF16_TARGET inline void score_keys(const std::uint16_t* q, std::size_t ld
   __m512 acc[16];
 #pragma GCC unroll 16
   for (int i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
-  const std::size_t whole = depth / 32 * 32;
-  auto chunk = [&](std::size_t d, __mmask32 m) JOMOIM_BF16_TARGET {
+  // One loop with a mask (all ones but on a last partial chunk).
+  for (std::size_t d = 0; d < depth; d += 32) {
+    const __mmask32 m = depth - d >= 32 ? ~__mmask32(0) : (__mmask32(1) << (depth - d)) - 1;
     __m512bh kv[NK];
 #pragma GCC unroll 16
     for (int kk = 0; kk < NK; ++kk) {
@@ -135,9 +142,7 @@ JOMOIM_BF16_TARGET inline void score_keys(const std::uint16_t* q, std::size_t ld
 #pragma GCC unroll 16
       for (int kk = 0; kk < NK; ++kk) acc[r * NK + kk] = _mm512_dpbf16_ps(acc[r * NK + kk], qv, kv[kk]);
     }
-  };
-  for (std::size_t d = 0; d < whole; d += 32) chunk(d, ~__mmask32(0));
-  if (whole < depth) chunk(whole, (__mmask32(1) << (depth - whole)) - 1);
+  }
   const __m512 sums = _mm512_mul_ps(sum16(acc), _mm512_set1_ps(scale));  // lane r * NK + kk
   if constexpr (NK == 16) {
     _mm512_storeu_ps(s, sums);
@@ -162,12 +167,15 @@ template <int R>
 JOMOIM_BF16_TARGET inline void score_key(const std::uint16_t* q, std::size_t ldq, const std::uint16_t* k, float* s,
                                          std::size_t lds, std::size_t depth, float scale) {
   __m512 acc[R];
-  for (auto& a : acc) a = _mm512_setzero_ps();
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
   for (std::size_t d = 0; d < depth; d += 32) {
     const __mmask32 m = depth - d >= 32 ? ~__mmask32(0) : (__mmask32(1) << (depth - d)) - 1;
     const __m512bh kv = (__m512bh)_mm512_maskz_loadu_epi16(m, k + d);
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r) acc[r] = _mm512_dpbf16_ps(acc[r], (__m512bh)_mm512_load_si512(q + r * ldq + d), kv);
   }
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r) s[r * lds] = _mm512_reduce_add_ps(acc[r]) * scale;
 }
 
@@ -322,6 +330,132 @@ JOMOIM_BF16_TARGET void value_cols_bf16(const std::uint32_t* vw, std::size_t ldw
                                         const std::uint32_t* pp, std::size_t ldp, std::size_t cols, std::size_t pairs,
                                         float* ot, std::size_t ldo, const float* alpha) {
   pv_tile<true>(vw, ldw, dv, pp, ldp, cols, pairs, ot, ldo, alpha);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Decode's P·V: the few rows' weights paired in registers, V's rows interleaved pair by pair.
+
+namespace {
+
+// Of a chunk of 32 output columns, the lanes of the "lo" accumulator hold columns 0-3, 8-11,
+// 16-19 and 24-27 and those of "hi" 4-7, 12-15, 20-23 and 28-31: VPUNPCKLWD / VPUNPCKHWD pair
+// the low and the high four elements of each 128-bit block. kToLo / kToHi gather a chunk's two
+// vectors of columns (0-15, 16-31) into that order; kFrom0 / kFrom1 put (lo, hi) back.
+alignas(64) constexpr std::uint32_t kToLo[16] = {0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27};
+alignas(64) constexpr std::uint32_t kToHi[16] = {4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31};
+alignas(64) constexpr std::uint32_t kFrom0[16] = {0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23};
+alignas(64) constexpr std::uint32_t kFrom1[16] = {8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31};
+alignas(64) constexpr float kOnes[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+
+// Keys per segment: the weight pairs of 8 rows x 128 pairs (4 KiB) on the stack.
+constexpr std::size_t kDirectKeys = 256;
+
+inline __mmask32 first32(std::size_t n) { return n >= 32 ? ~__mmask32(0) : (__mmask32(1) << n) - 1; }
+inline __mmask16 first16(std::size_t n) { return n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1); }
+
+// R rows x NC chunks of 32 columns from e0 (each chunk starting below dv), over `keys` keys:
+// o = o * f[r] + P V, pp[r][t] holding row r's weights of keys 2t and 2t + 1 as bf16.
+template <int R, int NC>
+JOMOIM_BF16_TARGET inline void pv_direct(const std::uint32_t (*pp)[kDirectKeys / 2], const std::uint16_t* v,
+                                         std::ptrdiff_t ldv, std::size_t keys, std::size_t e0, std::size_t dv, float* o,
+                                         std::size_t ldo, const float* f, std::ptrdiff_t ahead) {
+  const __m512i to_lo = _mm512_load_si512(kToLo), to_hi = _mm512_load_si512(kToHi);
+  __m512 lo[R][NC], hi[R][NC];
+  __mmask32 m[NC];
+#pragma GCC unroll 4
+  for (int c = 0; c < NC; ++c) m[c] = first32(dv - (e0 + 32 * c));
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int c = 0; c < NC; ++c) {
+      const std::size_t e = e0 + 32 * c, left = dv - e;
+      const __m512 s = _mm512_set1_ps(f[r]);
+      const __m512 a0 = _mm512_mul_ps(_mm512_maskz_loadu_ps(first16(left), o + r * ldo + e), s);
+      const __m512 a1 =
+          _mm512_mul_ps(_mm512_maskz_loadu_ps(left > 16 ? first16(left - 16) : 0, o + r * ldo + e + 16), s);
+      lo[r][c] = _mm512_permutex2var_ps(a0, to_lo, a1);
+      hi[r][c] = _mm512_permutex2var_ps(a0, to_hi, a1);
+    }
+  auto step = [&](std::size_t t, const std::uint16_t* r0, const std::uint16_t* r1) JOMOIM_BF16_TARGET {
+#pragma GCC unroll 4
+    for (int c = 0; c < NC; ++c) {
+      const std::size_t e = e0 + 32 * c;
+      _mm_prefetch(reinterpret_cast<const char*>(r0 + ahead * ldv + e), _MM_HINT_T0);
+      const __m512i a = _mm512_maskz_loadu_epi16(m[c], r0 + e);
+      __m512i b = _mm512_setzero_si512();
+      if (r1 != nullptr) {
+        _mm_prefetch(reinterpret_cast<const char*>(r1 + ahead * ldv + e), _MM_HINT_T0);
+        b = _mm512_maskz_loadu_epi16(m[c], r1 + e);
+      }
+      const __m512bh vl = (__m512bh)_mm512_unpacklo_epi16(a, b), vh = (__m512bh)_mm512_unpackhi_epi16(a, b);
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        const __m512bh w = (__m512bh)_mm512_set1_epi32(int(pp[r][t]));
+        lo[r][c] = _mm512_dpbf16_ps(lo[r][c], w, vl);
+        hi[r][c] = _mm512_dpbf16_ps(hi[r][c], w, vh);
+      }
+    }
+  };
+  const std::size_t pairs = keys / 2;
+  for (std::size_t t = 0; t < pairs; ++t) {
+    const std::uint16_t* r0 = v + std::ptrdiff_t(2 * t) * ldv;
+    step(t, r0, r0 + ldv);
+  }
+  if (keys % 2 != 0) step(pairs, v + std::ptrdiff_t(keys - 1) * ldv, nullptr);  // nothing past the last row
+  const __m512i from0 = _mm512_load_si512(kFrom0), from1 = _mm512_load_si512(kFrom1);
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int c = 0; c < NC; ++c) {
+      const std::size_t e = e0 + 32 * c, left = dv - e;
+      _mm512_mask_storeu_ps(o + r * ldo + e, first16(left), _mm512_permutex2var_ps(lo[r][c], from0, hi[r][c]));
+      if (left > 16)
+        _mm512_mask_storeu_ps(o + r * ldo + e + 16, first16(left - 16),
+                              _mm512_permutex2var_ps(lo[r][c], from1, hi[r][c]));
+    }
+}
+
+// R rows over all columns: NC chunks at a time while they fit, then one.
+template <int R, int NC>
+JOMOIM_BF16_TARGET inline void pv_direct_rows(const std::uint32_t (*pp)[kDirectKeys / 2], const std::uint16_t* v,
+                                              std::ptrdiff_t ldv, std::size_t keys, std::size_t dv, float* o,
+                                              std::size_t ldo, const float* f, std::ptrdiff_t ahead) {
+  std::size_t e = 0;
+  for (; e + 32 * (NC - 1) < dv; e += 32 * NC) pv_direct<R, NC>(pp, v, ldv, keys, e, dv, o, ldo, f, ahead);
+  for (; e < dv; e += 32) pv_direct<R, 1>(pp, v, ldv, keys, e, dv, o, ldo, f, ahead);
+}
+
+}  // namespace
+
+JOMOIM_BF16_TARGET void value_rows_direct_bf16(const float* p, std::size_t ldp, std::size_t rows,
+                                               const std::uint16_t* v, std::ptrdiff_t ldv, std::size_t keys,
+                                               std::size_t dv, float* o, std::size_t ldo, const float* alpha,
+                                               std::ptrdiff_t ahead) {
+  if (rows > 8) {  // eight rows at a time (the direct path has at most eight)
+    value_rows_direct_bf16(p, ldp, 8, v, ldv, keys, dv, o, ldo, alpha, ahead);
+    value_rows_direct_bf16(p + 8 * ldp, ldp, rows - 8, v, ldv, keys, dv, o + 8 * ldo, ldo, alpha + 8, ahead);
+    return;
+  }
+  alignas(64) std::uint32_t pp[8][kDirectKeys / 2];
+  for (std::size_t k0 = 0; k0 < keys; k0 += kDirectKeys) {
+    const std::size_t nk = std::min(kDirectKeys, keys - k0);
+    // Row r's weights as bf16 pairs: VCVTNE2PS2BF16 puts its second operand's 16 in the low half,
+    // so 32 weights in key order become the 16 pairs (2t, 2t + 1); zero past the segment.
+    for (std::size_t r = 0; r < rows; ++r)
+      for (std::size_t j = 0; j < nk; j += 32) {
+        const float* pr = p + r * ldp + k0 + j;
+        const __m512 a = _mm512_maskz_loadu_ps(first16(nk - j), pr);
+        const __m512 b = _mm512_maskz_loadu_ps(nk - j > 16 ? first16(nk - j - 16) : 0, pr + 16);
+        _mm512_store_si512(pp[r] + j / 2, (__m512i)_mm512_cvtne2ps_pbh(b, a));
+      }
+    const std::uint16_t* vs = v + std::ptrdiff_t(k0) * ldv;
+    const float* f = k0 == 0 ? alpha : kOnes;  // the rescale once, on the first segment
+    std::size_t r = 0;
+    for (; r + 8 <= rows; r += 8) pv_direct_rows<8, 1>(pp + r, vs, ldv, nk, dv, o + r * ldo, ldo, f + r, ahead);
+    for (; r + 4 <= rows; r += 4) pv_direct_rows<4, 2>(pp + r, vs, ldv, nk, dv, o + r * ldo, ldo, f + r, ahead);
+    for (; r + 2 <= rows; r += 2) pv_direct_rows<2, 4>(pp + r, vs, ldv, nk, dv, o + r * ldo, ldo, f + r, ahead);
+    for (; r < rows; ++r) pv_direct_rows<1, 4>(pp + r, vs, ldv, nk, dv, o + r * ldo, ldo, f + r, ahead);
+  }
 }
 
 }  // namespace jomoim::detail

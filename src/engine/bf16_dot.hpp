@@ -75,4 +75,17 @@ void value_rows_bf16(const std::uint32_t* pp, std::size_t ldp, std::size_t rows,
 void value_cols_bf16(const std::uint32_t* vw, std::size_t ldw, std::size_t dv, const std::uint32_t* pp, std::size_t ldp,
                      std::size_t cols, std::size_t pairs, float* ot, std::size_t ldo, const float* alpha);
 
+// Decode's P·V (the direct path's few rows, row layout) on V's bf16 rows in place: for r < rows
+// (at most 8), e < dv,
+//   o[r * ldo + e] = o[r * ldo + e] * alpha[r] + sum_j bf16(p[r * ldp + j]) v[j * ldv + e], j < keys,
+// the weights rounded to bf16 (nearest even, as above) and paired along the keys in registers
+// (VCVTNE2PS2BF16 on a row of 32 weights gives the 16 pairs), each pair of V rows interleaved
+// by VPUNPCKLWD / VPUNPCKHWD (the outputs' lanes then run in that order, put back when they are
+// stored). V rows contiguous along e (any row stride), read once, prefetched `ahead` keys ahead;
+// nothing past row keys - 1 or element dv - 1 is read. p's rows hold at least keys weights; o's
+// rows dv floats.
+void value_rows_direct_bf16(const float* p, std::size_t ldp, std::size_t rows, const std::uint16_t* v,
+                            std::ptrdiff_t ldv, std::size_t keys, std::size_t dv, float* o, std::size_t ldo,
+                            const float* alpha, std::ptrdiff_t ahead);
+
 }  // namespace jomoim::detail

@@ -526,9 +526,15 @@ struct Tiled {
     bool bf16dot;
     // The direct path's bf16 inputs on AVX3 with AVX512_BF16: qt holds the block's query rows as
     // bf16 bits (unscaled, rows of ldq16 zero-padded), scored by VDPBF16PS against K in place
-    // (score_rows_bf16). P·V stays float32 (V widened in registers): bf16 weights would give
-    // another ~10 % at H32/Hkv8 but move a bf16-cache model's logits by 2e-3 (bench/NOTES.md).
+    // (score_rows_bf16). P·V stays float32 (V widened in registers) unless bf16pvdirect.
     bool bf16direct;
+    // The direct path's bf16 values with options.bf16_weights on AVX3 with AVX512_BF16, blocks of
+    // 2-8 rows: P·V by VDPBF16PS on V's rows in place, the weights rounded and paired in
+    // registers (value_rows_direct_bf16), in the tiles the direct path reads V in place. Decode
+    // 1 x 32 x 4096 x 128 on Zen 5: 8 K/V heads (4 rows) the same as float32 P·V (both at the
+    // memory's speed), 16 K/V heads (2 rows) 1.15x, 4 K/V heads (8 rows) 1.19x; one row is
+    // 5 % slower (pairing V costs more than it saves) and keeps float32 P·V.
+    bool bf16pvdirect;
     // bf16 values with bf16dot and options.bf16_weights: P·V by VDPBF16PS too (bf16_dot.hpp),
     // P rounded to bf16 and paired along the keys in pp [kBlockK / 2, kBlockQ], V paired in vw
     // (below), for the tiles whose masked keys (if any) hold finite values.
@@ -558,6 +564,7 @@ struct Tiled {
     b.bf16dot = bf16_keys && !b.direct;
     b.bf16direct = bf16_keys && b.direct;
     b.bf16pv = b.bf16dot && p.bf16_weights && p.v.strides[3] == 1;
+    b.bf16pvdirect = kBf16DotTarget && b.direct && rows >= 2 && p.bf16_weights && bf16_dot_enabled();
     b.ldq16 = RoundUp(size_t(s.D), 32);
     // qt also holds a direct block's bf16 rows (bf16direct): kDirectRows rows of ldq16 halves,
     // more than D * kBlockQ floats only for D < 8 in 32-row blocks.
@@ -901,7 +908,10 @@ struct Tiled {
       const std::int64_t voff = rows.b * p.v.strides[0] + rows.g * p.v.strides[1] + t0 * p.v.strides[2];
       if (direct_v16 && first_masked >= tl) {
         const std::uint16_t* v16 = p.v16.data + voff;
-        if (p.dtype == Dtype::bf16) {
+        if (buf.bf16pvdirect) {
+          value_rows_direct_bf16(buf.st, kBlockK, size_t(rows.n), v16, p.v.strides[2], size_t(tl), size_t(s.Dv),
+                                 buf.acc, buf.dvp, buf.alpha, kPrefetchKeysOf<std::uint16_t>);
+        } else if (p.dtype == Dtype::bf16) {
           ValueTile<Bf16Row>(buf.st, buf.layout(), size_t(rows.n), v16, p.v.strides[2], size_t(tl), buf.acc, buf.dvp,
                              buf.alpha);
         } else {

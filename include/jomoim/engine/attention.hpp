@@ -93,7 +93,10 @@ void attention(ConstTensor4 q, ConstTensor4 k, ConstTensor4 v, Tensor4 out, cons
 // buffer: no extra memory. P·V stays float32 unless options.bf16_weights: then, in the same
 // blocks, V contiguous along Dv, the weights are rounded to bf16 (nearest even) and paired along
 // the keys with V's rows (32 KiB more scratch per thread at D = 64), each tile's products by
-// VDPBF16PS; a tile whose masked keys hold a non-finite value takes the float32 path.
+// VDPBF16PS; a tile whose masked keys hold a non-finite value takes the float32 path. Decode's
+// blocks of 2-8 rows (a grouped-query head's rows) do the same with the weights paired in
+// registers and V's rows read in place (4 KiB of stack, no scratch), in the tiles without masked
+// keys; one query row keeps float32 P·V (there pairing V costs more than it saves).
 void attention(const ConstTensor4x16& q, const ConstTensor4x16& k, const ConstTensor4x16& v, Tensor4 out,
                const AttentionOptions& options = {});
 
