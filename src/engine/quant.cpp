@@ -112,9 +112,14 @@ void dequantize_q8(ConstQ8Tensor4 x, Tensor4 out) {
   std::int64_t row = 0;
   for (std::int64_t b = 0; b < B; ++b)
     for (std::int64_t h = 0; h < H; ++h)
-      for (std::int64_t n = 0; n < N; ++n, ++row)
+      for (std::int64_t n = 0; n < N; ++n, ++row) {
+        if (out.strides[3] == 1 && D > 0) {  // a contiguous row: the vectorized kernel, the same products
+          matvec::dequantize_q8_row(x.values + row * D, x.scales + row * nb, int(x.block), int(D), &out(b, h, n, 0));
+          continue;
+        }
         for (std::int64_t d = 0; d < D; ++d)
           out(b, h, n, d) = x.scales[row * nb + d / x.block] * float(x.values[row * D + d]);
+      }
 }
 
 namespace detail {

@@ -115,6 +115,9 @@ std::vector<float> GptModel::forward(std::span<const std::int32_t> ids, KvCache&
     kv_rows_layer = layer;
   };
   std::vector<float> silence_q8;  // q8 cache: the silencing bias over the capacity
+  // q8 cache: forwards of at least this many tokens widen the layer's keys and values to float32
+  // and run attention() (below); fewer (decode) read the 8-bit rows by attention_q8kv.
+  constexpr int kQ8WidenRows = 16;
 
   // Token + position embeddings.
   if (trace) {
@@ -231,9 +234,14 @@ std::vector<float> GptModel::forward(std::span<const std::int32_t> ids, KvCache&
       }
       case KvFormat::q8: {
         const ConstTensor4 q = layers::heads<const float>(qbase, 1, H, T, D, S3);
-        if (trace) {
+        if (trace || T >= kQ8WidenRows) {
           // attention_q8kv returns no weights: a traced pass runs the float32 kernel on the
           // dequantized keys and values (the same numbers, d * q; the same float32 tolerance).
+          // So does a prefill of many tokens: attention_q8kv is decode-shaped (each group of
+          // rows widens every key again), while widening the layer's Tk rows once costs about
+          // 1 / T of the attention and the tiled float32 kernel runs at its own speed
+          // (bench/NOTES.md, "The q8 cache's prefill through the float32 kernel"). Memory: the
+          // layer's K and V in float32, 2 Tk C floats (kv_rows), as a traced pass holds.
           widen_kv(l);
           const ConstTensor4 k = layers::heads<const float>(kv_rows.data(), 1, H, Tk, D, C);
           const ConstTensor4 v =
