@@ -227,6 +227,49 @@ def case_float16_and_bfloat16_inputs(d, rng):
                    "--dtype: expected auto, f32, f16 or bf16, got 'f64'")
 
 
+def cpu_has_avx512_bf16():
+    try:
+        with open("/proc/cpuinfo") as f:
+            return any(line.startswith("flags") and " avx512_bf16" in line for line in f)
+    except OSError:
+        return False
+
+
+def case_bf16_weights(d, rng):
+    # --bf16-weights: the softmax weights rounded to bf16 for P·V (VDPBF16PS where the CPU has
+    # AVX512_BF16; elsewhere nothing changes). Each output moves by at most 2^-8 sum_j p_j |v_j|
+    # beyond float32's error, from the float64 oracle's weights on the same rounded inputs; lse
+    # stays float32's. A prefill-shaped and a decode-shaped (grouped-query) call; refused without
+    # bfloat16 inputs and with --distributed.
+    for B, Hq, Hkv, Nq, Nk, D, Dv in ((1, 4, 2, 70, 300, 64, 48), (2, 8, 2, 1, 257, 32, 64)):
+        q, k, v = inputs(rng, B, Hq, Hkv, Nq, Nk, D, Dv)
+        b = [bf16_bits(a) for a in (q, k, v)]
+        for name, a in zip("qkv", b):
+            d.save(f"{name}.npy", a)
+        wq, wk, wv = [(a.astype(np.uint32) << 16).view(np.float32) for a in b]
+        r = d.run("--q", "q.npy", "--k", "k.npy", "--v", "v.npy", "--out", "out.npy", "--lse", "lse.npy",
+                  "--dtype", "bf16", "--bf16-weights")
+        assert r.returncode == 0 and r.stderr == "", r.stderr
+        ref_out, ref_lse, ref_p = attention(wq, wk, wv, np.float64)
+        absv = np.repeat(np.abs(wv.astype(np.float64)), Hq // Hkv, axis=1)
+        moved = 2.0**-8 * (ref_p @ absv) + 1e-5 * float(np.max(np.abs(wv)))
+        err = np.abs(load_written(d("out.npy")).astype(np.float64) - ref_out)
+        assert np.all(err <= moved), f"out off by {float(np.max(err - moved))} beyond the weights' rounding"
+        lse_err = np.abs(load_written(d("lse.npy")).astype(np.float64) - ref_lse)
+        assert float(np.max(lse_err)) <= 1e-5 * max(1.0, float(np.max(np.abs(ref_lse)))), float(np.max(lse_err))
+        if cpu_has_avx512_bf16():  # the option reached the engine: other bits than float32 P·V
+            r = d.run("--q", "q.npy", "--k", "k.npy", "--v", "v.npy", "--out", "plain.npy", "--dtype", "bf16")
+            assert r.returncode == 0 and r.stderr == "", r.stderr
+            assert not np.array_equal(load_written(d("plain.npy")), load_written(d("out.npy"))), "option ignored"
+    h = [a.astype(np.float16) for a in (q, k, v)]
+    for name, a in zip("qkv", h):
+        d.save(f"h{name}.npy", a)
+    expect_refused(d, ["--q", "hq.npy", "--k", "hk.npy", "--v", "hv.npy", "--out", "out2.npy", "--dtype", "f16",
+                       "--bf16-weights"], "--bf16-weights: needs bfloat16 inputs (--dtype bf16); these are f16")
+    expect_refused(d, ["--q", "q.npy", "--k", "k.npy", "--v", "v.npy", "--out", "out2.npy", "--distributed",
+                       "--bf16-weights"], "--bf16-weights: --distributed reads float32 files only")
+
+
 def case_truncated_and_mismatched_refused(d, rng):
     q, k, v = inputs(rng, 1, 3, 2, 4, 5, 3, 3)  # Hq = 3 is not a multiple of Hkv = 2
     d.save("q.npy", q), d.save("k.npy", k), d.save("v.npy", v)

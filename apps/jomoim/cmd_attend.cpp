@@ -44,6 +44,7 @@ struct AttendOptions {
   std::vector<std::int64_t> key_lengths;
   bool distributed = false;   // ring attention over MPI (cmd_attend_dist.cpp)
   std::string dtype = "f32";  // of Q, K, V: f32 (the contract), f16, bf16, or auto (from the files)
+  bool bf16_weights = false;  // AttentionOptions::bf16_weights (bf16 inputs only)
 };
 
 // An option and the path given to it, as one name for messages: "--q q.npy".
@@ -196,6 +197,9 @@ void run_attend(const AttendOptions& o) {
     if (input_dtype(arg, a->descr, o.dtype) != dtype)
       throw Error(arg.label() + ": data type '" + a->descr + "', but --q is '" + q.descr +
                   "' (Q, K and V must share one data type)");
+  if (o.bf16_weights && dtype != Dtype::bf16)
+    throw Error(std::string("--bf16-weights: needs bfloat16 inputs (--dtype bf16); these are ") + dtype_name(dtype));
+  opts.bf16_weights = o.bf16_weights;
   const bool half = dtype != Dtype::f32;
   const ConstTensor4 qv = ConstTensor4::contiguous(q.f32.data(), qs), kv = ConstTensor4::contiguous(k.f32.data(), ks),
                      vv = ConstTensor4::contiguous(v.f32.data(), vs);
@@ -310,6 +314,10 @@ void add_attend_command(CLI::App& app) {
                   "OUT, LSE, PROBS are float32")
       ->type_name("auto|f32|f16|bf16")
       ->capture_default_str();
+  cmd->add_flag("--bf16-weights", o->bf16_weights,
+                "with --dtype bf16: round the softmax weights to bf16 for P·V, as PyTorch's bf16 kernels do "
+                "(VDPBF16PS on AVX512_BF16; each weight moves by at most 2^-8 of itself, so OUT by at most 2^-8 "
+                "sum_j p_j |v_j|; LSE and PROBS stay float32)");
   cmd->add_option("--key-lengths", o->key_lengths,
                   "valid keys per batch entry, B comma-separated counts in 0..Nk; keys j >= L_b of batch b "
                   "are masked (padded sequences)")
@@ -330,6 +338,7 @@ void add_attend_command(CLI::App& app) {
     if (o->distributed) {
       if (o->dtype != "auto" && o->dtype != "f32")
         throw Error("--dtype " + o->dtype + ": --distributed reads float32 files only");
+      if (o->bf16_weights) throw Error("--bf16-weights: --distributed reads float32 files only");
       run_attend_distributed({o->q, o->k, o->v, o->bias, o->out, o->lse, o->probs, o->causal, o->has_scale, o->scale,
                               o->notation, o->threads, o->key_lengths});
       return;
