@@ -24,6 +24,10 @@ bool cpu_has_avx512_bf16() {
 
 namespace {
 
+// Masks of the first n lanes (all of them for n >= the width): a last partial chunk.
+inline __mmask32 first32(std::size_t n) { return n >= 32 ? ~__mmask32(0) : (__mmask32(1) << n) - 1; }
+inline __mmask16 first16(std::size_t n) { return n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1); }
+
 // One step over a pair of d for MR keys x NV vectors of 16 query columns: the pair of every key
 // (k[d] in the low half of a 32-bit lane; with kLone, for an odd depth, the last element alone,
 // so nothing past the row is read) against NV vectors of packed query pairs, one VDPBF16PS per
@@ -98,7 +102,8 @@ namespace {
 // Lane i of the result = the sum of v[i]'s 16 lanes: four rounds of pairwise shuffles and adds
 // (15 adds and 30 shuffles for 16 sums, against 16 x 4 rounds one vector at a time).
 // Every loop fully unrolled: an index that is not a constant keeps v in memory, and the caller's
-// accumulators with it (a store after every VDPBF16PS in score_keys' loop: measured below).
+// accumulators with it (a store after every VDPBF16PS in score_keys' loop; bench/NOTES.md,
+// "Decode's score accumulators in registers").
 JOMOIM_BF16_TARGET inline __m512 sum16(const __m512 (&v)[16]) {
   __m512 w[8], x[4], y[2];
 #pragma GCC unroll 8
@@ -127,7 +132,7 @@ JOMOIM_BF16_TARGET inline void score_keys(const std::uint16_t* q, std::size_t ld
   for (int i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
   // One loop with a mask (all ones but on a last partial chunk).
   for (std::size_t d = 0; d < depth; d += 32) {
-    const __mmask32 m = depth - d >= 32 ? ~__mmask32(0) : (__mmask32(1) << (depth - d)) - 1;
+    const __mmask32 m = first32(depth - d);
     __m512bh kv[NK];
 #pragma GCC unroll 16
     for (int kk = 0; kk < NK; ++kk) {
@@ -170,7 +175,7 @@ JOMOIM_BF16_TARGET inline void score_key(const std::uint16_t* q, std::size_t ldq
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
   for (std::size_t d = 0; d < depth; d += 32) {
-    const __mmask32 m = depth - d >= 32 ? ~__mmask32(0) : (__mmask32(1) << (depth - d)) - 1;
+    const __mmask32 m = first32(depth - d);
     const __m512bh kv = (__m512bh)_mm512_maskz_loadu_epi16(m, k + d);
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) acc[r] = _mm512_dpbf16_ps(acc[r], (__m512bh)_mm512_load_si512(q + r * ldq + d), kv);
@@ -238,7 +243,7 @@ JOMOIM_BF16_TARGET void pack_value_pairs(const std::uint16_t* v, std::ptrdiff_t 
     const bool pair = 2 * t + 1 < keys;
     std::uint32_t* dst = vw + t * ldw;
     for (std::size_t e = 0; e < ldw; e += 32) {
-      const __mmask32 m = e >= dv ? 0 : dv - e >= 32 ? ~__mmask32(0) : (__mmask32(1) << (dv - e)) - 1;
+      const __mmask32 m = e >= dv ? 0 : first32(dv - e);
       const __m512i a = _mm512_maskz_loadu_epi16(m, r0 + e);
       const __m512i b = pair ? _mm512_maskz_loadu_epi16(m, r0 + ldv + e) : _mm512_setzero_si512();
       _mm512_store_si512(dst + e, _mm512_permutex2var_epi16(a, lo, b));
@@ -253,7 +258,7 @@ JOMOIM_BF16_TARGET bool values_finite_bf16(const std::uint16_t* v, std::ptrdiff_
   __mmask32 bad = 0;
   for (std::size_t j = 0; j < keys; ++j)
     for (std::size_t e = 0; e < dv; e += 32) {
-      const __mmask32 m = dv - e >= 32 ? ~__mmask32(0) : (__mmask32(1) << (dv - e)) - 1;
+      const __mmask32 m = first32(dv - e);
       const __m512i x = _mm512_maskz_loadu_epi16(m, v + std::ptrdiff_t(j) * ldv + e);
       bad |= _mm512_mask_cmpeq_epi16_mask(m, _mm512_and_si512(x, exp), exp);
     }
@@ -349,9 +354,6 @@ alignas(64) constexpr float kOnes[8] = {1, 1, 1, 1, 1, 1, 1, 1};
 
 // Keys per segment: the weight pairs of 8 rows x 128 pairs (4 KiB) on the stack.
 constexpr std::size_t kDirectKeys = 256;
-
-inline __mmask32 first32(std::size_t n) { return n >= 32 ? ~__mmask32(0) : (__mmask32(1) << n) - 1; }
-inline __mmask16 first16(std::size_t n) { return n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1); }
 
 // R rows x NC chunks of 32 columns from e0 (each chunk starting below dv), over `keys` keys:
 // o = o * f[r] + P V, pp[r][t] holding row r's weights of keys 2t and 2t + 1 as bf16.
