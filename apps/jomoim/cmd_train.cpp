@@ -38,7 +38,7 @@ struct TrainArgs {
   std::string documents = "file";
   std::string matmul = "auto";
   std::string wpe_init = "normal";
-  std::string out, tokenizer;
+  std::string out, tokenizer, init_from;
   int log_every = 10;
 };
 
@@ -53,6 +53,7 @@ void run_train(TrainArgs& a) {
       a.matmul == "bf16" || (a.matmul == "auto" && bf16_matmul_native()) ? MatmulPrecision::bf16 : MatmulPrecision::f32;
   a.o.out = a.out;
   a.o.tokenizer = a.tokenizer;
+  a.o.init_from = a.init_from;
   const bool tty = ::isatty(STDERR_FILENO);
   TrainCallbacks cb;
   cb.log = [&](const std::string& s) { std::fprintf(stderr, "%s%s\n", tty ? "\r\033[K" : "", s.c_str()); };
@@ -154,6 +155,9 @@ void add_train_command(CLI::App& app) {
       ->required();
   sub->add_option("--tokenizer", a->tokenizer,
                   "use this folder's vocab.json + merges.txt instead of training a tokenizer");
+  sub->add_option("--init-from", a->init_from,
+                  "start a new run from this model directory's weights and tokenizer (a fine-tuning phase: "
+                  "fresh optimizer, its own --steps/--lr schedule); the shape options must match it");
   sub->add_option("--vocab-size", o.vocab_size, "vocabulary size of the trained tokenizer")->capture_default_str();
   sub->add_option("--layers", o.model.n_layer, "transformer blocks")->capture_default_str();
   sub->add_option("--heads", o.model.n_head, "attention heads per block")->capture_default_str();

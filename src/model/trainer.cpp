@@ -184,6 +184,7 @@ void TrainOptions::validate() const {
   need(seq <= model.n_positions,
        "--seq (" + std::to_string(seq) + ") exceeds the context --context (" + std::to_string(model.n_positions) + ")");
   need(threads >= 0, "--threads must be >= 0");
+  need(init_from.empty() || tokenizer.empty(), "--init-from brings its own tokenizer: drop --tokenizer");
 }
 
 TrainResult train_gpt(const TrainOptions& opt, const TrainCallbacks& cb) {
@@ -201,6 +202,18 @@ TrainResult train_gpt(const TrainOptions& opt, const TrainCallbacks& cb) {
     throw Error(opt.out.string() +
                 " already holds a training run (trainer.json); pass --resume to continue it "
                 "or choose another --out");
+
+  // --init-from's shape, checked before the data is read (vocab_size: after the tokenizer).
+  if (!resuming && !opt.init_from.empty()) {
+    const GptConfig c = GptConfig::load(opt.init_from / "config.json");
+    if (c.n_layer != opt.model.n_layer || c.n_head != opt.model.n_head || c.n_embd != opt.model.n_embd ||
+        c.n_positions != opt.model.n_positions)
+      throw Error(opt.init_from.string() + ": the saved model's shape (" + std::to_string(c.n_layer) + " layers, " +
+                  std::to_string(c.n_head) + " heads, " + std::to_string(c.n_embd) + " wide, context " +
+                  std::to_string(c.n_positions) +
+                  ") differs from the options given; start from it with the "
+                  "same --layers/--heads/--embd/--context");
+  }
 
   // Documents: the held-out ones from --val-data, or every k-th.
   const auto t_read = Clock::now();
@@ -240,6 +253,7 @@ TrainResult train_gpt(const TrainOptions& opt, const TrainCallbacks& cb) {
   const auto t_tok = Clock::now();
   Tokenizer tok = [&] {
     if (resuming) return Tokenizer::load_dir(opt.out);
+    if (!opt.init_from.empty()) return Tokenizer::load_dir(opt.init_from);
     if (!opt.tokenizer.empty()) return Tokenizer::load_dir(opt.tokenizer);
     say("training a byte-level BPE tokenizer (" + std::to_string(opt.vocab_size) + " tokens) on " +
         std::to_string(train_docs.size()) + " documents");
@@ -349,21 +363,27 @@ TrainResult train_gpt(const TrainOptions& opt, const TrainCallbacks& cb) {
   result.val_scored_tokens = static_cast<std::int64_t>(val_starts.size()) * T;
   std::unique_ptr<GptTrainable> model;
   std::unique_ptr<AdamW> adam;
+  // A saved model whose shape must be the options' (a resumed run, or --init-from).
+  auto load_matching = [&](const fs::path& dir, const char* verb) {
+    GptModel loaded = GptModel::load(dir);
+    const GptConfig& c = loaded.config();
+    if (c.n_layer != cfg.n_layer || c.n_head != cfg.n_head || c.n_embd != cfg.n_embd ||
+        c.n_positions != cfg.n_positions || c.vocab_size != cfg.vocab_size)
+      throw Error(dir.string() + ": the saved model's shape (" + std::to_string(c.n_layer) + " layers, " +
+                  std::to_string(c.n_head) + " heads, " + std::to_string(c.n_embd) + " wide, context " +
+                  std::to_string(c.n_positions) + ") differs from the options given; " + verb +
+                  " with the same --layers/--heads/--embd/--context");
+    return loaded;
+  };
   std::int64_t step = 0;
+  // Where the run's first weights came from (--init-from), kept across resumes.
+  std::string init_from = opt.init_from.string();
   if (resuming) {
     const json st = json::parse(read_file(state_path));
     step = st.at("step");
+    init_from = st.value("init_from", std::string());
     for (const auto& r : st.at("history")) result.history.push_back(record_from(r));
-    {
-      const GptModel loaded = GptModel::load(opt.out);
-      const GptConfig& c = loaded.config();
-      if (c.n_layer != cfg.n_layer || c.n_head != cfg.n_head || c.n_embd != cfg.n_embd ||
-          c.n_positions != cfg.n_positions || c.vocab_size != cfg.vocab_size)
-        throw Error(opt.out.string() +
-                    ": the saved model's shape differs from the options given; resume with the "
-                    "same --layers/--heads/--embd/--context");
-      model = std::make_unique<GptTrainable>(loaded);
-    }
+    model = std::make_unique<GptTrainable>(load_matching(opt.out, "resume"));
     adam = std::make_unique<AdamW>(model->values().size());
     const auto os = SafetensorsFile::open(opt.out / "optimizer.safetensors");
     for (auto [name, dst] : {std::pair{"m", &adam->m()}, std::pair{"v", &adam->v()}}) {
@@ -374,6 +394,11 @@ TrainResult train_gpt(const TrainOptions& opt, const TrainCallbacks& cb) {
     }
     adam->set_steps(step);
     say("resuming at step " + std::to_string(step) + " of " + std::to_string(opt.steps));
+  } else if (!opt.init_from.empty()) {
+    model = std::make_unique<GptTrainable>(load_matching(opt.init_from, "start from it"));
+    adam = std::make_unique<AdamW>(model->values().size());
+    say("starting from the weights of " + opt.init_from.string() + " (fresh optimizer, step 0 of " +
+        std::to_string(opt.steps) + ")");
   } else {
     model = std::make_unique<GptTrainable>(cfg, opt.seed, opt.wpe_init, opt.wpe_scale);
     adam = std::make_unique<AdamW>(model->values().size());
@@ -402,6 +427,7 @@ TrainResult train_gpt(const TrainOptions& opt, const TrainCallbacks& cb) {
     const json st = {{"version", 1},
                      {"step", step},
                      {"options", options_json(opt)},
+                     {"init_from", init_from},
                      {"history", hist},
                      {"train_tokens", result.train_tokens},
                      {"val_tokens", result.val_tokens},

@@ -106,6 +106,54 @@ class TrainCli(unittest.TestCase):
         self.assertNotEqual(p.returncode, 0)
         self.assertIn("--stop-at must be in 0..--steps", p.stderr)
 
+    def test_init_from_starts_a_new_run_from_saved_weights(self):
+        # --init-from: a new run (step 0, fresh schedule, its own history) whose first weights and
+        # tokenizer are a saved model's; step 1's training loss is the saved model's loss on that
+        # batch, far below a fresh model's; the shape must match, and --tokenizer is refused.
+        base = os.path.join(self.tmp.name, "base")
+        p = subprocess.run([EXE, "train", "--data", self.data, "--out", base, "--steps", "60", "--lr", "3e-3",
+                            "--save-every", "1000", *SMALL], capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        ft, fresh = os.path.join(self.tmp.name, "ft"), os.path.join(self.tmp.name, "fresh")
+        args = ["--data", self.data, "--steps", "2", "--save-every", "1000", "--seed", "5", *SMALL]
+        p = subprocess.run([EXE, "train", "--out", ft, "--init-from", base, *args], capture_output=True, text=True,
+                           timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("starting from the weights of", p.stderr)
+        with open(os.path.join(ft, "trainer.json")) as f:
+            st = json.load(f)
+        self.assertEqual(st["step"], 2)
+        self.assertEqual([r["step"] for r in st["history"]], [1, 2])
+        self.assertEqual(st["init_from"], base)
+        for name in ("vocab.json", "merges.txt"):
+            with open(os.path.join(base, name), "rb") as a, open(os.path.join(ft, name), "rb") as b:
+                self.assertEqual(a.read(), b.read(), name)
+        p = subprocess.run([EXE, "train", "--out", fresh, "--tokenizer", base, *args], capture_output=True, text=True,
+                           timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        with open(os.path.join(fresh, "trainer.json")) as f:
+            fresh_loss = json.load(f)["history"][0]["loss"]
+        self.assertLess(st["history"][0]["loss"], fresh_loss - 1.0, (st["history"][0], fresh_loss))
+        # Resuming keeps where the run started.
+        p = subprocess.run([EXE, "train", "--out", ft, *args[:args.index("--steps")], "--steps", "3",
+                            *args[args.index("--steps") + 2:], "--resume"], capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        with open(os.path.join(ft, "trainer.json")) as f:
+            self.assertEqual(json.load(f)["init_from"], base)
+        for extra, word in [(["--heads", "1"], "differs from the options"), (["--tokenizer", base], "--tokenizer")]:
+            small = list(SMALL)
+            if extra[0] in small:
+                i = small.index(extra[0])
+                small[i + 1] = extra[1]
+                extra = []
+            p = subprocess.run([EXE, "train", "--data", self.data, "--out", os.path.join(self.tmp.name, "bad"),
+                                "--init-from", base, "--steps", "2", *small, *extra], capture_output=True, text=True,
+                               timeout=120)
+            self.assertNotEqual(p.returncode, 0, extra)
+            self.assertTrue(p.stderr.startswith("jomoim: error:"), p.stderr)
+            self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
+            self.assertIn(word, p.stderr)
+
     def test_refusals_are_one_line(self):
         out = os.path.join(self.tmp.name, "r")
         cases = [

@@ -46,8 +46,12 @@ struct TrainOptions {
   Documents documents = Documents::file;
   std::filesystem::path out;        // model directory to write (and resume from)
   std::filesystem::path tokenizer;  // existing vocab.json + merges.txt folder; empty: train one
-  int vocab_size = 4096;            // when training the tokenizer
-  GptConfig model;                  // vocab_size filled in from the tokenizer
+  // A model directory (config.json, model.safetensors, vocab.json, merges.txt): a new run starts
+  // from its weights and tokenizer, with a fresh optimizer and its own schedule (a fine-tuning
+  // phase). Its shape must match --layers/--heads/--embd/--context. Ignored when resuming.
+  std::filesystem::path init_from;
+  int vocab_size = 4096;  // when training the tokenizer
+  GptConfig model;        // vocab_size filled in from the tokenizer
   int batch = 16, seq = 128, accum = 1;
   std::int64_t steps = 2000;
   double lr = 1e-3, min_lr = 1e-4;
