@@ -304,6 +304,9 @@ TEST(Q8, AttentionMatchesTheReferenceOnTheDequantizedInputs) {
       {"key lengths", 3, 2, 2, 2, 513, 32, 32, 32, false, false, true},
       {"3b1b", 1, 2, 1, 4, 90, 32, 48, 16, true, false, false, true},
       {"block = D", 1, 4, 4, 1, 500, 64, 64, 64},
+      // One row per K/V head with blocks of 16 and Dv = 48: one, two or four vectors a block
+      // across the targets, and Dv not a whole number of the widest column groups.
+      {"decode mha block 16", 1, 3, 3, 1, 77, 32, 48, 16},
   };
   for (const std::string& t : jomoim::simd_targets())
     for (int threads : {1, 2})

@@ -43,7 +43,7 @@ constexpr float kLn2 = 0.69314718055994530942f;
 // Query rows whose dot products share each widened key vector: four keys at a time for each
 // row, 4 x 4 accumulators on AVX-512's 32 registers, 2 x 4 on the 16 of the others.
 constexpr std::size_t kScoreRows = kManyRegisters ? 4 : 2;
-constexpr std::ptrdiff_t kPrefetchRows = 16;  // K and V rows read ahead (each row once)
+constexpr std::ptrdiff_t kPrefetchRows = 48;  // K and V rows read ahead (each row once)
 
 // One vector of q8 values (inside one block), widened to float32 and times the block's scale.
 HWY_INLINE VF Widen(const std::int8_t* HWY_RESTRICT values, VF scale) {
@@ -51,6 +51,14 @@ HWY_INLINE VF Widen(const std::int8_t* HWY_RESTRICT values, VF scale) {
   const DI di;
   const D8 d8;
   return hn::Mul(hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, values))), scale);
+}
+
+// The same vector without the scale: for callers that scale a whole block's sum once.
+HWY_INLINE VF WidenRaw(const std::int8_t* HWY_RESTRICT values) {
+  const DF df;
+  const DI di;
+  const D8 d8;
+  return hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, values)));
 }
 
 // Vectors of value columns whose accumulators stay in registers for all R rows of P·V.
@@ -124,6 +132,19 @@ struct Kernel {
       for (std::int64_t e0 = 0, bi = 0; e0 < D; e0 += block, ++bi) {
         VF sc[G];
         for (int kk = 0; kk < G; ++kk) sc[kk] = hn::Set(df, ks[kk][bi]);
+        if constexpr (R == 1) {
+          // One row: each key's block summed unscaled, then scaled once (a multiplication per
+          // block instead of per vector; registers: 8 sums beside the 8 accumulators).
+          const VF q0 = hn::Load(df, qs + r0 * std::int64_t(dp) + e0);
+          VF t[G];
+          for (int kk = 0; kk < G; ++kk) t[kk] = hn::Mul(q0, WidenRaw(kv[kk] + e0));
+          for (std::int64_t e = e0 + std::int64_t(L); e < e0 + block; e += std::int64_t(L)) {
+            const VF qv = hn::Load(df, qs + r0 * std::int64_t(dp) + e);
+            for (int kk = 0; kk < G; ++kk) t[kk] = hn::MulAdd(qv, WidenRaw(kv[kk] + e), t[kk]);
+          }
+          for (int kk = 0; kk < G; ++kk) acc[0][kk] = hn::MulAdd(t[kk], sc[kk], acc[0][kk]);
+          continue;
+        }
         for (std::int64_t e = e0; e < e0 + block; e += std::int64_t(L)) {
           VF qv[R];
           for (std::size_t r = 0; r < R; ++r) qv[r] = hn::Load(df, qs + (r0 + std::int64_t(r)) * std::int64_t(dp) + e);
@@ -181,6 +202,14 @@ struct Kernel {
         a[r][c] = hn::Load(df, acc + (r0 + std::int64_t(r)) * std::int64_t(dvp) + e0 + std::int64_t(c * L));
     std::int64_t bi[C];  // each column vector's block (a vector lies inside one block)
     for (std::size_t c = 0; c < C; ++c) bi[c] = (e0 + std::int64_t(c * L)) / block;
+    if constexpr (R == 1) {
+      // One row: the weight times each block's scale once per block, not each vector times its
+      // scale (the usual block of 32 is 2 vectors on AVX-512, 4 on AVX2).
+      if (e0 % block == 0) {
+        if (block == std::int64_t(2 * L)) return ValueColumnsOneRow<C, 2>(rows, P, r0, t0, tl, acc, e0, a, bi);
+        if (block == std::int64_t(4 * L)) return ValueColumnsOneRow<C, 4>(rows, P, r0, t0, tl, acc, e0, a, bi);
+      }
+    }
     for (std::int64_t j = 0; j < tl; ++j) {
       const std::int8_t* vv = VRow(rows, t0 + j) + e0;
       const float* vs = VScales(rows, t0 + j);
@@ -195,6 +224,27 @@ struct Kernel {
     for (std::size_t r = 0; r < R; ++r)
       for (std::size_t c = 0; c < C; ++c)
         hn::Store(a[r][c], df, acc + (r0 + std::int64_t(r)) * std::int64_t(dvp) + e0 + std::int64_t(c * L));
+  }
+
+  // ValueColumns for one row when each block is NV whole vectors (C a multiple of NV, or fewer
+  // vectors than one block: then the C vectors lie in one block).
+  template <std::size_t C, std::size_t NV>
+  void ValueColumnsOneRow(const Rows& rows, const float* P, std::int64_t r0, std::int64_t t0, std::int64_t tl,
+                          float* acc, std::int64_t e0, VF (&a)[1][C], const std::int64_t (&bi)[C]) const {
+    const DF df;
+    constexpr std::size_t step = C < NV ? C : NV;
+    for (std::int64_t j = 0; j < tl; ++j) {
+      const std::int8_t* vv = VRow(rows, t0 + j) + e0;
+      const float* vs = VScales(rows, t0 + j);
+      for (std::int64_t c = 0; c < std::int64_t(C * L); c += 64) hwy::Prefetch(vv + kPrefetchRows * p.s.Dv + c);
+      const float pj = P[r0 * kQ8Tile + j];
+      for (std::size_t c0 = 0; c0 < C; c0 += step) {
+        const VF w = hn::Set(df, pj * vs[bi[c0]]);
+        for (std::size_t c = c0; c < c0 + step; ++c)
+          a[0][c] = hn::MulAdd(w, WidenRaw(vv + std::int64_t(c * L)), a[0][c]);
+      }
+    }
+    for (std::size_t c = 0; c < C; ++c) hn::Store(a[0][c], df, acc + r0 * std::int64_t(dvp) + e0 + std::int64_t(c * L));
   }
 
   template <class F>
