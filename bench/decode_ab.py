@@ -9,7 +9,12 @@ with their range).
         [--kv-heads 32 8] [--targets default AVX2] [--dtypes f32 bf16 bf16w f16] [--threads 2]
 
 "bf16w" is bf16 storage with the softmax weights rounded to bf16 for P·V (`--bf16-weights`).
+"q8" is 8-bit K/V (attention_q8kv, blocks of 32), which `jomoim bench` does not run: it comes from
+`attention_gbench` (next to each --bin) at its fixed decode shapes (32 heads, 4096 keys, D 128,
+K/V heads 32 or 8, OpenMP's threads), and its ratio is to the float32 decode timed by the same
+gbench process.
 """
+import os
 import argparse
 import json
 import statistics
@@ -31,6 +36,31 @@ def run(binary, kv, dtype, target, args):
     if out.returncode != 0 or not rows or rows[-1].get("status") != "ok":
         sys.exit(f"decode_ab: {' '.join(cmd)} failed: {out.stderr.strip()[:300]}")
     return rows[-1]["median_ms"], rows[-1]["simd_target"]
+
+
+def run_gbench(binary, kv, target, args):
+    """(f32 ms, q8 ms, target) from attention_gbench next to `binary`, one process."""
+    gb = os.path.join(os.path.dirname(os.path.abspath(binary)), "attention_gbench")
+    if (args.heads, args.kv_len, args.head_dim) != (32, 4096, 128) or kv not in (32, 8):
+        sys.exit("decode_ab: q8 runs at attention_gbench's shapes only (--heads 32 --kv-len 4096 --head-dim 128, "
+                 "--kv-heads 32 and/or 8)")
+    cmd = [gb, f"--benchmark_filter=BM_attention_decode(_q8)?/B:1/Hq:32/Hkv:{kv}/",
+           "--benchmark_repetitions=5", "--benchmark_report_aggregates_only=true", "--benchmark_format=json"]
+    if target != "default":
+        cmd.append(f"--target={target}")
+    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if out.returncode != 0:
+        sys.exit(f"decode_ab: {' '.join(cmd)} failed: {out.stderr.strip()[:300]}")
+    med = {}
+    label = None
+    for bm in json.loads(out.stdout)["benchmarks"]:
+        if bm.get("aggregate_name") == "median":
+            med["q8" if "decode_q8" in bm["run_name"] else "f32"] = bm["real_time"] / 1000.0  # us -> ms
+            label = bm.get("label", label)
+    if set(med) != {"f32", "q8"}:
+        sys.exit(f"decode_ab: {' '.join(cmd)}: no f32 and q8 medians")
+    return med["f32"], med["q8"], label
 
 
 def main():
@@ -55,7 +85,11 @@ def main():
             for target in args.targets:
                 for b in args.bin:
                     for dt in args.dtypes:
-                        t, name = run(b, kv, dt, target, args)
+                        if dt == "q8":
+                            f, t, name = run_gbench(b, kv, target, args)
+                            ms.setdefault((kv, target, b, "f32 (gbench)"), []).append(f)
+                        else:
+                            t, name = run(b, kv, dt, target, args)
                         ms.setdefault((kv, target, b, dt), []).append(t)
                         names[(kv, target, b)] = name
         print(f"round {r + 1}/{args.rounds} done", file=sys.stderr)
@@ -72,7 +106,8 @@ def main():
                 for dt in args.dtypes:
                     if dt == "f32":
                         continue
-                    ratios = [a / c for a, c in zip(ms[(kv, target, b, "f32")], ms[(kv, target, b, dt)])]
+                    base = ms[(kv, target, b, "f32 (gbench)" if dt == "q8" else "f32")]
+                    ratios = [a / c for a, c in zip(base, ms[(kv, target, b, dt)])]
                     cells.append(f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})")
                 print(f"| {kv} | {names[(kv, target, b)]} | {b} | " + " | ".join(cells) + " |")
 
