@@ -307,6 +307,9 @@ TEST(Q8, AttentionMatchesTheReferenceOnTheDequantizedInputs) {
       // One row per K/V head with blocks of 16 and Dv = 48: one, two or four vectors a block
       // across the targets, and Dv not a whole number of the widest column groups.
       {"decode mha block 16", 1, 3, 3, 1, 77, 32, 48, 16},
+      // One row per K/V head, one block per row (the per-token-per-head scale), and key counts
+      // that leave a tail after the groups of 8.
+      {"decode mha block = D 128", 2, 2, 2, 1, 1029, 128, 128, 128},
   };
   for (const std::string& t : jomoim::simd_targets())
     for (int threads : {1, 2})
