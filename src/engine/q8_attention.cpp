@@ -5,9 +5,9 @@
 // read once per item. Keys go by tiles of kTile: the scores of the tile in row layout
 // S [rows, kTile], an online softmax along each row, then O += P V. Every K and V vector is
 // widened from int8 to float32 in registers and multiplied by its block's scale (one row: each
-// block's sum, or each weight, times the scale once); nothing wider than int8 is stored. When the items are too few for the threads, each item's keys are split
-// into ranges merged by log-sum-exp afterwards, as in attention(). Compiled once per SIMD
-// target (Highway), dispatched once per call.
+// block's sum, or each weight, times the scale once); nothing wider than int8 is stored. When the items are too few for
+// the threads, each item's keys are split into ranges merged by log-sum-exp afterwards, as in attention(). Compiled
+// once per SIMD target (Highway), dispatched once per call.
 #include <omp.h>
 
 #include <cmath>
