@@ -96,13 +96,15 @@ def main():
     print(f"decode 1 x {args.heads} x {args.kv_len} x {args.head_dim}, {args.threads} threads, "
           f"{args.rounds} interleaved rounds; medians")
     print()
-    print("| K/V heads | target | binary | " + " | ".join(f"{dt} ms" for dt in args.dtypes) + " | " +
+    # q8's ratio is to the f32 decode of its own gbench process: that time gets its own column.
+    cols = args.dtypes + (["f32 (gbench)"] if "q8" in args.dtypes else [])
+    print("| K/V heads | target | binary | " + " | ".join(f"{dt} ms" for dt in cols) + " | " +
           " | ".join(f"{dt} / f32" for dt in args.dtypes if dt != "f32") + " |")
-    print("|---" * (3 + 2 * len(args.dtypes) - 1) + "|")
+    print("|---" * (3 + len(cols) + len(args.dtypes) - 1) + "|")
     for kv in args.kv_heads:
         for target in args.targets:
             for b in args.bin:
-                cells = [f"{statistics.median(ms[(kv, target, b, dt)]):.3f}" for dt in args.dtypes]
+                cells = [f"{statistics.median(ms[(kv, target, b, dt)]):.3f}" for dt in cols]
                 for dt in args.dtypes:
                     if dt == "f32":
                         continue
