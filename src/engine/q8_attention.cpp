@@ -4,10 +4,11 @@
 // the heads that read g (all the group's heads and positions, stacked), so each K and V byte is
 // read once per item. Keys go by tiles of kTile: the scores of the tile in row layout
 // S [rows, kTile], an online softmax along each row, then O += P V. Every K and V vector is
-// widened from int8 to float32 in registers and multiplied by its block's scale (one row: each
-// block's sum, or each weight, times the scale once); nothing wider than int8 is stored. When the items are too few for
-// the threads, each item's keys are split into ranges merged by log-sum-exp afterwards, as in attention(). Compiled
-// once per SIMD target (Highway), dispatched once per call.
+// widened from int8 to float32 in registers and multiplied by its block's scale (one row:
+// each block's sum, or each weight, times the scale once); nothing wider than int8 is stored.
+// When the items are too few for the threads, each item's keys are split into ranges merged
+// by log-sum-exp afterwards, as in attention(). Compiled once per SIMD target (Highway),
+// dispatched once per call.
 #include <omp.h>
 
 #include <cmath>
@@ -45,21 +46,17 @@ constexpr float kLn2 = 0.69314718055994530942f;
 constexpr std::size_t kScoreRows = kManyRegisters ? 4 : 2;
 constexpr std::ptrdiff_t kPrefetchRows = 48;  // K and V rows read ahead (each row once)
 
-// One vector of q8 values (inside one block), widened to float32 and times the block's scale.
-HWY_INLINE VF Widen(const std::int8_t* HWY_RESTRICT values, VF scale) {
-  const DF df;
-  const DI di;
-  const D8 d8;
-  return hn::Mul(hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, values))), scale);
-}
-
-// The same vector without the scale: for callers that scale a whole block's sum once.
+// One vector of q8 values (inside one block), widened to float32, without its block's scale:
+// for callers that scale a whole block's sum once.
 HWY_INLINE VF WidenRaw(const std::int8_t* HWY_RESTRICT values) {
   const DF df;
   const DI di;
   const D8 d8;
   return hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, values)));
 }
+
+// The same vector times the block's scale.
+HWY_INLINE VF Widen(const std::int8_t* HWY_RESTRICT values, VF scale) { return hn::Mul(WidenRaw(values), scale); }
 
 // Vectors of value columns whose accumulators stay in registers for all R rows of P·V.
 constexpr std::size_t kValueAccumulators = kManyRegisters ? 16 : 8;

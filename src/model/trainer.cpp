@@ -187,6 +187,18 @@ void TrainOptions::validate() const {
   need(init_from.empty() || tokenizer.empty(), "--init-from brings its own tokenizer: drop --tokenizer");
 }
 
+// Throws unless the model saved in `dir` has the shape of `want` (its vocabulary too when
+// `with_vocab`); `verb` says what to redo with the same options ("resume", "start from it").
+static void require_shape(const fs::path& dir, const GptConfig& c, const GptConfig& want, bool with_vocab,
+                          const char* verb) {
+  if (c.n_layer != want.n_layer || c.n_head != want.n_head || c.n_embd != want.n_embd ||
+      c.n_positions != want.n_positions || (with_vocab && c.vocab_size != want.vocab_size))
+    throw Error(dir.string() + ": the saved model's shape (" + std::to_string(c.n_layer) + " layers, " +
+                std::to_string(c.n_head) + " heads, " + std::to_string(c.n_embd) + " wide, context " +
+                std::to_string(c.n_positions) + ") differs from the options given; " + verb +
+                " with the same --layers/--heads/--embd/--context");
+}
+
 TrainResult train_gpt(const TrainOptions& opt, const TrainCallbacks& cb) {
   opt.validate();
   auto say = [&](const std::string& s) {
@@ -204,16 +216,8 @@ TrainResult train_gpt(const TrainOptions& opt, const TrainCallbacks& cb) {
                 "or choose another --out");
 
   // --init-from's shape, checked before the data is read (vocab_size: after the tokenizer).
-  if (!resuming && !opt.init_from.empty()) {
-    const GptConfig c = GptConfig::load(opt.init_from / "config.json");
-    if (c.n_layer != opt.model.n_layer || c.n_head != opt.model.n_head || c.n_embd != opt.model.n_embd ||
-        c.n_positions != opt.model.n_positions)
-      throw Error(opt.init_from.string() + ": the saved model's shape (" + std::to_string(c.n_layer) + " layers, " +
-                  std::to_string(c.n_head) + " heads, " + std::to_string(c.n_embd) + " wide, context " +
-                  std::to_string(c.n_positions) +
-                  ") differs from the options given; start from it with the "
-                  "same --layers/--heads/--embd/--context");
-  }
+  if (!resuming && !opt.init_from.empty())
+    require_shape(opt.init_from, GptConfig::load(opt.init_from / "config.json"), opt.model, false, "start from it");
 
   // Documents: the held-out ones from --val-data, or every k-th.
   const auto t_read = Clock::now();
@@ -366,13 +370,7 @@ TrainResult train_gpt(const TrainOptions& opt, const TrainCallbacks& cb) {
   // A saved model whose shape must be the options' (a resumed run, or --init-from).
   auto load_matching = [&](const fs::path& dir, const char* verb) {
     GptModel loaded = GptModel::load(dir);
-    const GptConfig& c = loaded.config();
-    if (c.n_layer != cfg.n_layer || c.n_head != cfg.n_head || c.n_embd != cfg.n_embd ||
-        c.n_positions != cfg.n_positions || c.vocab_size != cfg.vocab_size)
-      throw Error(dir.string() + ": the saved model's shape (" + std::to_string(c.n_layer) + " layers, " +
-                  std::to_string(c.n_head) + " heads, " + std::to_string(c.n_embd) + " wide, context " +
-                  std::to_string(c.n_positions) + ") differs from the options given; " + verb +
-                  " with the same --layers/--heads/--embd/--context");
+    require_shape(dir, loaded.config(), cfg, true, verb);
     return loaded;
   };
   std::int64_t step = 0;
