@@ -276,6 +276,31 @@ TEST(Optimizer, AdamWClipAndSchedule) {
   EXPECT_NEAR(learning_rate(100, 10, 100, 1.0, 0.1), 0.1, 1e-12);
 }
 
+// freeze_wpe (--freeze-wpe): with a gradient on every parameter, the position embedding keeps its
+// bits through several steps (no update, no decay) while the token embedding next to it moves;
+// the same steps without the option move both.
+TEST(Optimizer, AdamWFreezesThePositionEmbedding) {
+  for (const bool freeze : {true, false}) {
+    GptTrainable m(tiny(), 3, WpeInit::fourier);
+    const std::vector<float> before = m.values();
+    AdamW adam(m.values().size());
+    for (int step = 0; step < 3; ++step) {
+      for (std::size_t i = 0; i < m.grads().size(); ++i) m.grads()[i] = 0.25f + 0.001f * float(i % 7);
+      adam.step(m, 0.01, AdamWOptions{0.01, 0.9, 0.95, 1e-8, 0.1, freeze});
+    }
+    int seen = 0;
+    for (const auto& t : m.layout()) {
+      if (t.name != "wpe.weight" && t.name != "wte.weight") continue;
+      ++seen;
+      std::size_t same = 0;
+      for (std::size_t i = 0; i < t.size; ++i) same += m.values()[t.offset + i] == before[t.offset + i];
+      const bool keeps = freeze && t.name == "wpe.weight";
+      EXPECT_EQ(same, keeps ? t.size : std::size_t(0)) << t.name << " freeze " << freeze;
+    }
+    EXPECT_EQ(seen, 2);
+  }
+}
+
 TEST(BpeTrainer, LearnsFrequentPairsAndRoundTrips) {
   const std::string text = "the cat sat on the mat. the cat ate the rat. that is that.\n";
   std::vector<std::string_view> texts = {text, text};

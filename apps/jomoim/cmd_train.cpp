@@ -196,6 +196,10 @@ void add_train_command(CLI::App& app) {
                   "larger start makes position a larger part of what the first layer's attention reads")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  sub->add_flag("--freeze-wpe", o.freeze_wpe,
+                "keep the position embedding as it starts (no update, no weight decay): a fixed position code, "
+                "as the Transformer paper's sinusoids (with --wpe-init sinusoidal or fourier); give it again "
+                "with --resume");
   sub->add_option("--matmul", a->matmul,
                   "input precision of the training products: f32, bf16 (rounded inputs; float32 accumulation, "
                   "weights, gradients and optimizer), auto: bf16 where the CPU has AVX512_BF16")

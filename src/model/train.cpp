@@ -453,6 +453,7 @@ void AdamW::step(GptTrainable& model, double lr, const AdamWOptions& o) {
   const auto& layout = model.layout();
 #pragma omp parallel num_threads(nt) if (nt > 1)
   for (const auto& t : layout) {
+    if (o.freeze_wpe && t.name == "wpe.weight") continue;  // every thread skips it alike
     const float decay = t.decay ? static_cast<float>(lr * o.weight_decay) : 0.0f;
     const std::ptrdiff_t begin = static_cast<std::ptrdiff_t>(t.offset);
     const std::ptrdiff_t end = begin + static_cast<std::ptrdiff_t>(t.size);

@@ -97,6 +97,7 @@ json options_json(const TrainOptions& o) {
                        : o.wpe_init == WpeInit::sinusoidal ? "sinusoidal"
                                                            : "normal"},
           {"wpe_scale", o.wpe_scale},
+          {"freeze_wpe", o.freeze_wpe},
           {"threads", o.threads},
           {"matmul", o.matmul == MatmulPrecision::bf16 ? "bf16" : "f32"}};
 }
@@ -480,7 +481,7 @@ TrainResult train_gpt(const TrainOptions& opt, const TrainCallbacks& cb) {
                   "); lower --lr");
     TrainRecord r;
     r.grad_norm = clip_grad_norm(model->grads(), opt.clip, opt.threads);
-    adam->step(*model, lr, AdamWOptions{lr, 0.9, 0.95, 1e-8, opt.weight_decay});
+    adam->step(*model, lr, AdamWOptions{lr, 0.9, 0.95, 1e-8, opt.weight_decay, opt.freeze_wpe});
     ++step;
     ++steps_this_run;
     r.step = step;

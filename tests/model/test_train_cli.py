@@ -9,6 +9,7 @@ import json
 import os
 import random
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
@@ -153,6 +154,40 @@ class TrainCli(unittest.TestCase):
             self.assertTrue(p.stderr.startswith("jomoim: error:"), p.stderr)
             self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
             self.assertIn(word, p.stderr)
+
+    def test_freeze_wpe_keeps_the_position_code(self):
+        # --freeze-wpe: the saved position embedding is the start (--wpe-init fourier: rows
+        # orthogonal, as many positions as dimensions here) after training steps, while the same
+        # run without the option moves it; trainer.json records the option.
+        def wpe(model_dir):
+            with open(os.path.join(model_dir, "model.safetensors"), "rb") as f:
+                n = struct.unpack("<Q", f.read(8))[0]
+                head = json.loads(f.read(n))
+                m = head["wpe.weight"]
+                self.assertEqual(m["dtype"], "F32")
+                a, b = m["data_offsets"]
+                f.seek(8 + n + a)
+                flat = struct.unpack(f"<{(b - a) // 4}f", f.read(b - a))
+            rows, cols = m["shape"]
+            return [flat[r * cols:(r + 1) * cols] for r in range(rows)]
+
+        got = {}
+        for freeze in (True, False):
+            out = os.path.join(self.tmp.name, f"freeze{int(freeze)}")
+            p = subprocess.run([EXE, "train", "--data", self.data, "--out", out, "--steps", "4", "--lr", "3e-3",
+                                "--wpe-init", "fourier", "--save-every", "1000", *SMALL,
+                                *(["--freeze-wpe"] if freeze else [])], capture_output=True, text=True, timeout=120)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            with open(os.path.join(out, "trainer.json")) as f:
+                self.assertEqual(json.load(f)["options"]["freeze_wpe"], freeze)
+            got[freeze] = wpe(out)
+        rows = got[True]
+        self.assertEqual(len(rows), 16)
+        for i in range(len(rows)):
+            for j in range(i + 1, len(rows)):
+                dot = sum(x * y for x, y in zip(rows[i], rows[j]))
+                self.assertLess(abs(dot), 1e-6, (i, j))
+        self.assertNotEqual(got[True], got[False])
 
     def test_refusals_are_one_line(self):
         out = os.path.join(self.tmp.name, "r")

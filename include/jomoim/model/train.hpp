@@ -105,6 +105,9 @@ struct AdamWOptions {
   double lr = 3e-4;
   double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
   double weight_decay = 0.1;
+  // The position embedding (wpe.weight) stays as it is: no update, no decay (a fixed position
+  // code, as the Transformer paper's sinusoids; trainer's --freeze-wpe).
+  bool freeze_wpe = false;
 };
 
 // AdamW (decoupled weight decay) over the flat buffer; moments in float32.

@@ -64,6 +64,9 @@ struct TrainOptions {
   std::uint64_t seed = 1;
   WpeInit wpe_init = WpeInit::normal;  // --wpe-init (GptTrainable); only for a new run
   double wpe_scale = 1.0;              // --wpe-scale (GptTrainable); only for a new run
+  // --freeze-wpe: the position embedding keeps its start (AdamWOptions::freeze_wpe). Like the
+  // other optimizer options it applies to this invocation: give it again when resuming.
+  bool freeze_wpe = false;
   int threads = 0;
   // The training products' input precision (GptTrainable::set_matmul_precision); validation
   // always multiplies in float32.
