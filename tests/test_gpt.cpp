@@ -828,6 +828,21 @@ TEST(GptConfig, ParsesHuggingFaceConfigAndRefusesBadOnes) {
             std::string::npos);
   EXPECT_NE(refused(R"({"model_type":"llama","n_layer":1,"n_head":2,"n_embd":8,)" + ok_rest + "}").find("llama"),
             std::string::npos);
+  // What config_fuzz found: sizes whose 4 * n_embd or parameter count overflow, a number beyond
+  // double, an epsilon beyond float, a value with a newline (the message stays one line).
+  const std::string big = std::to_string(1 << 30);
+  EXPECT_NE(refused(R"({"n_layer":1,"n_head":1,"n_embd":)" + big + R"(,"n_positions":8,"vocab_size":)" + big + "}")
+                .find("more than 2^40"),
+            std::string::npos);
+  EXPECT_NE(refused(R"({"n_layer":1,"n_head":2,"n_embd":1e999,)" + ok_rest + "}").find("out of range"),
+            std::string::npos);
+  EXPECT_NE(refused(R"({"n_layer":1,"n_head":2,"n_embd":8,"layer_norm_epsilon":1e300,)" + ok_rest + "}")
+                .find("layer_norm_epsilon"),
+            std::string::npos);
+  const std::string newline =
+      refused(R"({"n_layer":1,"n_head":2,"n_embd":8,"activation_function":"a\nb",)" + ok_rest + "}");
+  EXPECT_NE(newline.find(R"("a\nb")"), std::string::npos) << newline;
+  EXPECT_EQ(newline.find('\n'), std::string::npos) << newline;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,6 +1,8 @@
 // GptConfig: Hugging Face GPT-2 config.json in and out. See include/jomoim/model/model.hpp.
 #include <cmath>
+#include <cstdio>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <string>
 
@@ -12,6 +14,9 @@ namespace jomoim {
 namespace {
 
 using nlohmann::json;
+
+// A string from the file as JSON writes it (quotes and escapes): messages stay one line.
+std::string quoted(const std::string& s) { return json(s).dump(-1, ' ', false, json::error_handler_t::replace); }
 
 bool is_tanh_gelu(const std::string& a) { return a == "gelu_new" || a == "gelu_pytorch_tanh" || a == "gelu_fast"; }
 
@@ -45,8 +50,19 @@ void GptConfig::validate() const {
   if (!(layer_norm_epsilon > 0.0f) || !std::isfinite(layer_norm_epsilon))
     throw Error("config: layer_norm_epsilon must be a positive finite number");
   if (!is_tanh_gelu(activation_function) && activation_function != "gelu")
-    throw Error("config: activation_function \"" + activation_function +
-                "\" is not supported (gelu_new, gelu_pytorch_tanh, gelu_fast, gelu)");
+    throw Error("config: activation_function " + quoted(activation_function) +
+                " is not supported (gelu_new, gelu_pytorch_tanh, gelu_fast, gelu)");
+  // parameter_count()'s terms in double first: every size may be up to 2^30, whose products
+  // would overflow int64 (and no machine loads 2^40 parameters).
+  const double C = n_embd, F = n_inner > 0 ? double(n_inner) : 4.0 * n_embd;  // inner(), without its int overflow
+  const double count = double(vocab_size) * C + double(n_positions) * C +
+                       double(n_layer) * (2 * C + C * 3 * C + 3 * C + C * C + C + 2 * C + C * F + F + F * C + C) +
+                       2 * C;
+  if (count > double(kMaxParameters)) {
+    char n[32];
+    std::snprintf(n, sizeof n, "%.3g", count);
+    throw Error(std::string("config: the sizes make ") + n + " parameters, more than 2^40");
+  }
 }
 
 GptConfig GptConfig::from_json(const std::string& text, const std::string& name) {
@@ -54,12 +70,13 @@ GptConfig GptConfig::from_json(const std::string& text, const std::string& name)
   try {
     j = json::parse(text);
   } catch (const json::parse_error& e) {
-    std::string what = e.what();
     throw Error(name + ": not valid JSON (byte " + std::to_string(e.byte) + ")");
+  } catch (const json::exception&) {  // e.g. out_of_range: a number beyond double ("1e999")
+    throw Error(name + ": not valid JSON (a number out of range)");
   }
   if (!j.is_object()) throw Error(name + ": expected a JSON object");
   if (auto mt = j.find("model_type"); mt != j.end() && mt->is_string() && *mt != "gpt2")
-    throw Error(name + ": model_type is \"" + mt->get<std::string>() + "\", expected \"gpt2\"");
+    throw Error(name + ": model_type is " + quoted(mt->get<std::string>()) + ", expected \"gpt2\"");
   GptConfig c;
   c.n_layer = read_int(j, "n_layer", name, true, 0);
   c.n_head = read_int(j, "n_head", name, true, 0);
@@ -70,7 +87,11 @@ GptConfig GptConfig::from_json(const std::string& text, const std::string& name)
   c.n_inner = read_int(j, "n_inner", name, false, 0);
   if (auto it = j.find("layer_norm_epsilon"); it != j.end() && !it->is_null()) {
     if (!it->is_number()) throw Error(name + ": \"layer_norm_epsilon\" must be a number");
-    c.layer_norm_epsilon = it->get<float>();
+    // Checked as a double: converting one outside float's range is undefined.
+    const double e = it->get<double>();
+    if (!(e > 0) || !(e <= double(std::numeric_limits<float>::max())))
+      throw Error(name + ": \"layer_norm_epsilon\" must be a positive float32 number, got " + it->dump());
+    c.layer_norm_epsilon = static_cast<float>(e);
   }
   if (auto it = j.find("activation_function"); it != j.end() && !it->is_null()) {
     if (!it->is_string()) throw Error(name + ": \"activation_function\" must be a string");

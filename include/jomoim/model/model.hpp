@@ -41,7 +41,10 @@ struct GptConfig {
 
   int head_dim() const { return n_embd / n_head; }
   int inner() const { return n_inner > 0 ? n_inner : 4 * n_embd; }
-  // Positive sizes, n_embd divisible by n_head, a known activation, a positive finite epsilon.
+  // The most parameters a configuration may describe (validate() refuses more).
+  static constexpr std::int64_t kMaxParameters = std::int64_t(1) << 40;
+  // Positive sizes, n_embd divisible by n_head, a known activation, a positive finite epsilon,
+  // at most kMaxParameters parameters.
   void validate() const;
   // Parses config.json text; `name` is used in messages. Throws Error naming the field.
   static GptConfig from_json(const std::string& text, const std::string& name = "config.json");
