@@ -354,7 +354,7 @@ struct Tiled {
   template <size_t MR, size_t NV, bool kStream, class Rd = F32Row>
   static HWY_INLINE void ValueMicro(const float* HWY_RESTRICT pt, PLayout pl, const typename Rd::T* HWY_RESTRICT v,
                                     std::ptrdiff_t ldv, size_t keys, float* HWY_RESTRICT o, size_t ldo,
-                                    const float* HWY_RESTRICT oscale) {
+                                    const float* HWY_RESTRICT oscale, size_t pf_elems) {
     const DF df;
     const size_t L = hn::Lanes(df);
     VF acc[MR][NV];
@@ -368,7 +368,7 @@ struct Tiled {
     const float* HWY_RESTRICT pj = pt;
     for (size_t j = 0; j < keys; ++j, vj += ldv, pj += pl.pj) {
       if constexpr (kStream)
-        for (std::ptrdiff_t c = 0; c < std::ptrdiff_t(NV * L); c += kLineOf<Rd>)
+        for (std::ptrdiff_t c = 0; c < std::ptrdiff_t(pf_elems); c += kLineOf<Rd>)
           hwy::Prefetch(vj + kPrefetchKeysOf<typename Rd::T> * ldv + c);
       VF vv[NV];
       for (size_t x = 0; x < NV; ++x) vv[x] = Rd::Load(vj + x * L);
@@ -387,7 +387,10 @@ struct Tiled {
                                       size_t keys, float* o, size_t dvp, const float* oscale, size_t x = 0) {
     const size_t L = hn::Lanes(DF());
     for (; x + NV * L <= dvp; x += NV * L)
-      ValueMicro<MR, NV, kStream, Rd>(pt, pl, v + x, ldv, keys, o + x, dvp, oscale);
+      ValueMicro<MR, NV, kStream, Rd>(pt, pl, v + x, ldv, keys, o + x, dvp, oscale,
+                                      kManyRegisters ? NV * L
+                                      : x == 0       ? dvp
+                                                     : 0);
     if constexpr (NV > 1)
       if (x < dvp) ValueColumns<MR, NV / 2, kStream, Rd>(pt, pl, v, ldv, keys, o, dvp, oscale, x);
   }
