@@ -348,9 +348,9 @@ struct Tiled {
   };
   //   With a non-null oscale, o's rows are first multiplied by oscale[r] (the online softmax's
   //   rescale, folded into the one load of o per tile, as for O^T).
-  //   With kStream (the few rows of the direct path, which read each V row once), the V rows
-  //   kPrefetchKeys ahead are prefetched. Rd reads V's rows (F32Row, or 16-bit rows widened in
-  //   registers: Bf16Row, F16Row).
+  //   With kStream (the few rows of the direct path, which read each V row once), the first
+  //   pf_elems values of the V row kPrefetchKeys ahead are prefetched. Rd reads V's rows (F32Row, or 16-bit rows
+  //   widened in registers: Bf16Row, F16Row).
   template <size_t MR, size_t NV, bool kStream, class Rd = F32Row>
   static HWY_INLINE void ValueMicro(const float* HWY_RESTRICT pt, PLayout pl, const typename Rd::T* HWY_RESTRICT v,
                                     std::ptrdiff_t ldv, size_t keys, float* HWY_RESTRICT o, size_t ldo,
@@ -386,11 +386,12 @@ struct Tiled {
   static HWY_INLINE void ValueColumns(const float* pt, PLayout pl, const typename Rd::T* v, std::ptrdiff_t ldv,
                                       size_t keys, float* o, size_t dvp, const float* oscale, size_t x = 0) {
     const size_t L = hn::Lanes(DF());
-    for (; x + NV * L <= dvp; x += NV * L)
-      ValueMicro<MR, NV, kStream, Rd>(pt, pl, v + x, ldv, keys, o + x, dvp, oscale,
-                                      kManyRegisters ? NV * L
-                                      : x == 0       ? dvp
-                                                     : 0);
+    for (; x + NV * L <= dvp; x += NV * L) {
+      // What of each V row to prefetch: on AVX-512 each slice its own part; on the 16-register
+      // targets, whose slices are narrower, the first slice the whole row (7167754).
+      const size_t prefetch = kManyRegisters ? NV * L : x == 0 ? dvp : 0;
+      ValueMicro<MR, NV, kStream, Rd>(pt, pl, v + x, ldv, keys, o + x, dvp, oscale, prefetch);
+    }
     if constexpr (NV > 1)
       if (x < dvp) ValueColumns<MR, NV / 2, kStream, Rd>(pt, pl, v, ldv, keys, o, dvp, oscale, x);
   }

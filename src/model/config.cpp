@@ -15,6 +15,15 @@ namespace {
 
 using nlohmann::json;
 
+// Parameters of a GPT-2 with these sizes (the tied output head counted once): wte, wpe, per
+// block ln_1, c_attn, c_proj, ln_2, c_fc, mlp.c_proj, then ln_f. In T: double to bound it
+// before the int64 count can overflow.
+template <class T>
+T count_parameters(T vocab, T positions, T layers, T C, T F) {
+  const T per_block = 2 * C + (C * 3 * C + 3 * C) + (C * C + C) + 2 * C + (C * F + F) + (F * C + C);
+  return vocab * C + positions * C + layers * per_block + 2 * C;
+}
+
 // A string from the file as JSON writes it (quotes and escapes): messages stay one line.
 std::string quoted(const std::string& s) { return json(s).dump(-1, ' ', false, json::error_handler_t::replace); }
 
@@ -52,12 +61,10 @@ void GptConfig::validate() const {
   if (!is_tanh_gelu(activation_function) && activation_function != "gelu")
     throw Error("config: activation_function " + quoted(activation_function) +
                 " is not supported (gelu_new, gelu_pytorch_tanh, gelu_fast, gelu)");
-  // parameter_count()'s terms in double first: every size may be up to 2^30, whose products
-  // would overflow int64 (and no machine loads 2^40 parameters).
-  const double C = n_embd, F = n_inner > 0 ? double(n_inner) : 4.0 * n_embd;  // inner(), without its int overflow
-  const double count = double(vocab_size) * C + double(n_positions) * C +
-                       double(n_layer) * (2 * C + C * 3 * C + 3 * C + C * C + C + 2 * C + C * F + F + F * C + C) +
-                       2 * C;
+  // The count in double first: every size may be up to 2^30, whose products would overflow
+  // int64 (and no machine loads 2^40 parameters).
+  const double F = n_inner > 0 ? double(n_inner) : 4.0 * n_embd;  // inner(), without its int overflow
+  const double count = count_parameters<double>(vocab_size, n_positions, n_layer, n_embd, F);
   if (count > double(kMaxParameters)) {
     char n[32];
     std::snprintf(n, sizeof n, "%.3g", count);
@@ -140,10 +147,7 @@ std::string GptConfig::to_json() const {
 }
 
 std::int64_t GptConfig::parameter_count() const {
-  const std::int64_t C = n_embd, F = inner();
-  const std::int64_t per_block = 2 * C + (C * 3 * C + 3 * C) + (C * C + C) + 2 * C + (C * F + F) + (F * C + C);
-  return static_cast<std::int64_t>(vocab_size) * C + static_cast<std::int64_t>(n_positions) * C + n_layer * per_block +
-         2 * C;
+  return count_parameters<std::int64_t>(vocab_size, n_positions, n_layer, n_embd, inner());
 }
 
 }  // namespace jomoim
