@@ -189,6 +189,15 @@ struct Kernel {
     if constexpr (C > 1)
       if (e0 < p.s.Dv) ValueRows<R, C / 2>(rows, P, r0, t0, tl, acc, e0);
   }
+  // How much of each V row a column slice starting at e0 (width values wide) prefetches: on
+  // AVX-512 its own part; on the 16-register targets, whose slices are narrower (one row: two
+  // slices at Dv 128), the first slice the whole row and the others none, as fast_attention's
+  // decode does (7167754).
+  std::int64_t PrefetchSpan(std::int64_t e0, std::int64_t width) const {
+    if constexpr (kManyRegisters) return width;
+    return e0 == 0 ? p.s.Dv : 0;
+  }
+
   template <std::size_t R, std::size_t C>
   void ValueColumns(const Rows& rows, const float* P, std::int64_t r0, std::int64_t t0, std::int64_t tl, float* acc,
                     std::int64_t e0, std::int64_t block) const {
@@ -207,10 +216,11 @@ struct Kernel {
         if (block == std::int64_t(4 * L)) return ValueColumnsOneRow<C, 4>(rows, P, r0, t0, tl, acc, e0, a, bi);
       }
     }
+    const std::int64_t prefetch = PrefetchSpan(e0, std::int64_t(C * L));
     for (std::int64_t j = 0; j < tl; ++j) {
       const std::int8_t* vv = VRow(rows, t0 + j) + e0;
       const float* vs = VScales(rows, t0 + j);
-      for (std::int64_t c = 0; c < std::int64_t(C * L); c += 64) hwy::Prefetch(vv + kPrefetchRows * p.s.Dv + c);
+      for (std::int64_t c = 0; c < prefetch; c += 64) hwy::Prefetch(vv + kPrefetchRows * p.s.Dv + c);
       VF pr[R];
       for (std::size_t r = 0; r < R; ++r) pr[r] = hn::Set(df, P[(r0 + std::int64_t(r)) * kQ8Tile + j]);
       for (std::size_t c = 0; c < C; ++c) {
@@ -230,10 +240,11 @@ struct Kernel {
                           float* acc, std::int64_t e0, VF (&a)[1][C], const std::int64_t (&bi)[C]) const {
     const DF df;
     constexpr std::size_t step = C < NV ? C : NV;
+    const std::int64_t prefetch = PrefetchSpan(e0, std::int64_t(C * L));
     for (std::int64_t j = 0; j < tl; ++j) {
       const std::int8_t* vv = VRow(rows, t0 + j) + e0;
       const float* vs = VScales(rows, t0 + j);
-      for (std::int64_t c = 0; c < std::int64_t(C * L); c += 64) hwy::Prefetch(vv + kPrefetchRows * p.s.Dv + c);
+      for (std::int64_t c = 0; c < prefetch; c += 64) hwy::Prefetch(vv + kPrefetchRows * p.s.Dv + c);
       const float pj = P[r0 * kQ8Tile + j];
       for (std::size_t c0 = 0; c0 < C; c0 += step) {
         const VF w = hn::Set(df, pj * vs[bi[c0]]);
