@@ -542,7 +542,8 @@ struct Tiled {
     // bf16 inputs on AVX3 with AVX512_BF16 (bf16_dot.hpp): qt holds Q as bf16 pairs, not
     // pre-scaled ((D + 1) / 2 rows of kBlockQ 32-bit lanes), and K tiles are read in place.
     bool bf16dot;
-    // The direct path's bf16 inputs on AVX3 with AVX512_BF16: qt holds the block's query rows as
+    // The direct path's bf16 inputs on AVX3 with AVX512_BF16, blocks of 2 rows or more (one row
+    // widens K in registers, as on AVX3 without it): qt holds the block's query rows as
     // bf16 bits (unscaled, rows of ldq16 zero-padded), scored by VDPBF16PS against K in place
     // (score_rows_bf16). P·V stays float32 (V widened in registers) unless bf16pvdirect.
     bool bf16direct;
@@ -580,7 +581,10 @@ struct Tiled {
     b.direct = rows <= kDirectRows && (p.half() || p.k.strides[3] == 1);  // 16-bit K: widened rows
     const bool bf16_keys = kBf16DotTarget && p.dtype == Dtype::bf16 && p.k.strides[3] == 1 && bf16_dot_enabled();
     b.bf16dot = bf16_keys && !b.direct;
-    b.bf16direct = bf16_keys && b.direct;
+    // One row (decode with a K/V head per query head) widens K in registers instead: on Zen 4
+    // VDPBF16PS's 16-key kernel read K at 2/3 of the widening kernel's speed there (3.1-3.3
+    // against 1.9-2.2 ms at 1 x 32 x 4096 x 128), on Zen 5 the two were level (bench/NOTES.md).
+    b.bf16direct = bf16_keys && b.direct && rows >= 2;
     b.bf16pv = b.bf16dot && p.bf16_weights && p.v.strides[3] == 1;
     b.bf16pvdirect = kBf16DotTarget && b.direct && rows >= 2 && p.bf16_weights && bf16_dot_enabled();
     b.ldq16 = RoundUp(size_t(s.D), 32);
