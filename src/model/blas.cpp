@@ -91,6 +91,47 @@ void gemm_bf16(bool transA, bool transB, int M, int N, int K, const float* A, in
   omp_set_num_threads(saved);
 }
 
+// y[N] = beta y + alpha x[K] B for B [K, N] (GPT-2's [in, out] weights), in kColsParts fixed
+// ranges of B's rows: each range's product into its own buffer (matvec::f32_cols), then the
+// buffers summed in a fixed order, so the result does not depend on the threads. Each thread
+// takes whole ranges, i.e. one contiguous part of B: splitting the columns instead (every row
+// shared by the threads, their reads interleaved a few KiB apart) streamed GPT-2 small's
+// weights at 18.5-20 GB/s on a 2-vCPU Zen 4 where a contiguous half per thread reads at 32
+// (bench/NOTES.md, "A Zen 4 at last").
+constexpr int kColsParts = 4;
+void matvec_cols_parts(int N, int K, float alpha, const float* x, const float* B, int ldb, float beta, float* y,
+                       int nt) {
+  thread_local std::vector<float> parts;
+  parts.resize(static_cast<std::size_t>(kColsParts) * N);
+  float* P = parts.data();
+  auto range = [&](int p) { return static_cast<int>(static_cast<long>(K) * p / kColsParts); };
+  auto part = [&](int p) {
+    const int k0 = range(p), k1 = range(p + 1);
+    matvec::f32_cols(x + k0, k1 - k0, B + static_cast<long>(k0) * ldb, static_cast<std::size_t>(ldb), N, alpha, 0.0f,
+                     P + static_cast<std::size_t>(p) * N);
+  };
+  static_assert(kColsParts == 4);
+  auto sum = [&](int j0, int j1) {
+    const float *p0 = P, *p1 = P + N, *p2 = P + 2 * N, *p3 = P + 3 * N;
+    for (int j = j0; j < j1; ++j) {
+      const float s = (p0[j] + p1[j]) + (p2[j] + p3[j]);
+      y[j] = beta == 0.0f ? s : beta * y[j] + s;
+    }
+  };
+  if (nt <= 1) {
+    for (int p = 0; p < kColsParts; ++p) part(p);
+    sum(0, N);
+    return;
+  }
+#pragma omp parallel num_threads(nt)
+  {
+    const int t = omp_get_thread_num(), T = omp_get_num_threads();
+    for (int p = kColsParts * t / T; p < kColsParts * (t + 1) / T; ++p) part(p);
+#pragma omp barrier
+    sum(static_cast<int>(static_cast<long>(N) * t / T), static_cast<int>(static_cast<long>(N) * (t + 1) / T));
+  }
+}
+
 }  // namespace
 
 void gemm(bool transA, bool transB, int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb,
@@ -111,6 +152,10 @@ void gemm(bool transA, bool transB, int M, int N, int K, float alpha, const floa
   // Small products are not worth a parallel region; slices are multiples of 16 columns.
   const double work = static_cast<double>(M) * N * K;
   if (work < 2e5) nt = 1;
+  if (M == 1 && !transA && !transB && K >= 4 * kColsParts) {
+    matvec_cols_parts(N, K, alpha, A, B, ldb, beta, C, omp_in_parallel() ? 1 : std::min(nt, kColsParts));
+    return;
+  }
   nt = std::max(1, std::min(nt, (N + 15) / 16));
   auto run = [&](int j0, int j1) {
     const int n = j1 - j0;
