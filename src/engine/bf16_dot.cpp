@@ -138,7 +138,7 @@ JOMOIM_BF16_TARGET inline void score_keys(const std::uint16_t* q, std::size_t ld
     for (int kk = 0; kk < NK; ++kk) {
       // The same line of the row `ahead` keys on, beside each load (all lines of the group's
       // rows at once, 64 prefetches for 16 rows at D = 128, made one-row decode 20 % slower).
-      _mm_prefetch(reinterpret_cast<const char*>(k + (kk + ahead) * ldk + d), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(k + (kk + ahead) * ldk + d), _MM_HINT_T1);
       kv[kk] = (__m512bh)_mm512_maskz_loadu_epi16(m, k + kk * ldk + d);
     }
 #pragma GCC unroll 8
@@ -382,11 +382,11 @@ JOMOIM_BF16_TARGET inline void pv_direct(const std::uint32_t (*pp)[kDirectKeys /
 #pragma GCC unroll 4
     for (int c = 0; c < NC; ++c) {
       const std::size_t e = e0 + 32 * c;
-      _mm_prefetch(reinterpret_cast<const char*>(r0 + ahead * ldv + e), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(r0 + ahead * ldv + e), _MM_HINT_T1);
       const __m512i a = _mm512_maskz_loadu_epi16(m[c], r0 + e);
       __m512i b = _mm512_setzero_si512();
       if (r1 != nullptr) {
-        _mm_prefetch(reinterpret_cast<const char*>(r1 + ahead * ldv + e), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(r1 + ahead * ldv + e), _MM_HINT_T1);
         b = _mm512_maskz_loadu_epi16(m[c], r1 + e);
       }
       const __m512bh vl = (__m512bh)_mm512_unpacklo_epi16(a, b), vh = (__m512bh)_mm512_unpackhi_epi16(a, b);

@@ -27,7 +27,6 @@
 #define HWY_TARGET_INCLUDE "fast_attention.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 // Must come after foreach_target.h.
-#include <hwy/cache_control.h>
 #include <hwy/contrib/math/math-inl.h>
 #include <hwy/highway.h>
 
@@ -114,7 +113,7 @@ HWY_INLINE void TransposeSquare(VF (&v)[kLanes]) {
 // strides are worth it). A hint past the tensor's end is harmless.
 HWY_INLINE void Prefetch16(const std::uint16_t* row, std::ptrdiff_t stride, std::int64_t n) {
   if (stride != 1) return;
-  for (std::int64_t i = 0; i < n; i += 32) hwy::Prefetch(row + i);
+  for (std::int64_t i = 0; i < n; i += 32) PrefetchStream(row + i);
 }
 
 // dst[i] = the float32 value of src[i * stride] for i < n, 16-bit storage of format t (bf16 or
@@ -280,7 +279,7 @@ struct Tiled {
     for (size_t j = 0; j < keys; ++j) {
       const typename Rd::T* kr = k + std::ptrdiff_t(j) * ldk;
       for (std::ptrdiff_t c = 0; c < std::ptrdiff_t(depth); c += kLineOf<Rd>)
-        hwy::Prefetch(kr + kPrefetchKeysOf<typename Rd::T> * ldk + c);
+        PrefetchStream(kr + kPrefetchKeysOf<typename Rd::T> * ldk + c);
       VF acc[R];
       for (size_t r = 0; r < R; ++r) acc[r] = hn::Zero(df);
       // The tails by explicit fma: the compiler's contraction of a * b + c differs between the
@@ -369,7 +368,7 @@ struct Tiled {
     for (size_t j = 0; j < keys; ++j, vj += ldv, pj += pl.pj) {
       if constexpr (kStream)
         for (std::ptrdiff_t c = 0; c < std::ptrdiff_t(pf_elems); c += kLineOf<Rd>)
-          hwy::Prefetch(vj + kPrefetchKeysOf<typename Rd::T> * ldv + c);
+          PrefetchStream(vj + kPrefetchKeysOf<typename Rd::T> * ldv + c);
       VF vv[NV];
       for (size_t x = 0; x < NV; ++x) vv[x] = Rd::Load(vj + x * L);
       for (size_t r = 0; r < MR; ++r) {

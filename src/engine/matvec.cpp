@@ -37,14 +37,9 @@ constexpr int kW = 4;  // weight rows per pass
 // tokens/s on Zen 5). A prefetch past the matrix's end is a hint, never a fault.
 constexpr int kPrefetchGroups = 2;
 
-// Weight prefetches go to L2 (prefetcht1 on x86), not L1: with L1 as the target, a core's
-// prefetches of four interleaved row streams queue behind its few L1 miss buffers. On a 2-vCPU
-// Zen 4, GPT-2 small decode with bf16 weights went from 51-63 to 87-117 tokens/s
-// (bench/NOTES.md, "A Zen 4 at last").
-template <typename T>
-HWY_INLINE void PrefetchWeights(const T* p) {
-  __builtin_prefetch(p, 0, 2);
-}
+// Weight rows are prefetched into L2 (PrefetchStream, simd_blocks-inl.h): with L1 as the
+// target, GPT-2 small decode on a 2-vCPU Zen 4 ran at 51-63 tokens/s with bf16 weights instead
+// of 87-117.
 
 HWY_INLINE VF WidenBf16(const std::uint16_t* HWY_RESTRICT p) {
   const DF df;
@@ -99,7 +94,7 @@ HWY_INLINE void RowsGroup(const float* HWY_RESTRICT x, std::size_t ldx, const T*
   const T* row = w + static_cast<std::size_t>(r) * ldw;
   int k = 0;
   for (; k + N <= K; k += N) {
-    for (int j = 0; j < NW; ++j) PrefetchWeights(row + (kPrefetchGroups * kW + j) * ldw + k);
+    for (int j = 0; j < NW; ++j) PrefetchStream(row + (kPrefetchGroups * kW + j) * ldw + k);
     VF wv[NW];
     for (int j = 0; j < NW; ++j) wv[j] = LoadWeights(row + j * ldw + k);
     for (int m = 0; m < M; ++m) {
@@ -132,7 +127,7 @@ HWY_INLINE void Q8Group(const float* HWY_RESTRICT x, std::size_t ldx, const std:
     VF sv[NW];
     for (int j = 0; j < NW; ++j) sv[j] = hn::Set(df, srow[j * nb + b]);
     for (int k = b * block; k < (b + 1) * block; k += N) {  // block is a multiple of N
-      for (int j = 0; j < NW; ++j) PrefetchWeights(row + (kPrefetchGroups * kW + j) * ldw + k);
+      for (int j = 0; j < NW; ++j) PrefetchStream(row + (kPrefetchGroups * kW + j) * ldw + k);
       VF wv[NW];
       for (int j = 0; j < NW; ++j) wv[j] = WidenQ8(row + j * ldw + k, sv[j]);
       for (int m = 0; m < M; ++m) {
@@ -206,7 +201,7 @@ HWY_INLINE void Q8Group16(const std::int16_t* HWY_RESTRICT xq, const float* HWY_
     for (int k = b * block; k < (b + 1) * block; k += N16) {
       // The next group's rows, kPrefetchGroups groups ahead (the hardware prefetcher misses
       // four short interleaved streams).
-      for (int j = 0; j < NW; ++j) PrefetchWeights(row + (kPrefetchGroups * kW + j) * ldw + k);
+      for (int j = 0; j < NW; ++j) PrefetchStream(row + (kPrefetchGroups * kW + j) * ldw + k);
       hn::Vec<DQ16> wv[NW];
       for (int j = 0; j < NW; ++j) wv[j] = hn::PromoteTo(d16, hn::LoadU(d8, row + j * ldw + k));
       for (int m = 0; m < M; ++m) {
@@ -290,7 +285,7 @@ void F32Cols(const float* HWY_RESTRICT x, int K, const float* HWY_RESTRICT w, st
     const VF x0 = hn::Set(df, alpha * x[k]), x1 = hn::Set(df, alpha * x[k + 1]);
     const VF x2 = hn::Set(df, alpha * x[k + 2]), x3 = hn::Set(df, alpha * x[k + 3]);
     for (int j = 0; j < nv; j += N) {
-      for (int i = 0; i < kW; ++i) PrefetchWeights(r0 + (kW + i) * ldw + j);
+      for (int i = 0; i < kW; ++i) PrefetchStream(r0 + (kW + i) * ldw + j);
       VF a = hn::LoadU(df, y + j);
       a = hn::MulAdd(x0, hn::LoadU(df, r0 + j), a);
       a = hn::MulAdd(x1, hn::LoadU(df, r0 + ldw + j), a);

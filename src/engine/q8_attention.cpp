@@ -24,7 +24,6 @@
 #define HWY_TARGET_INCLUDE "q8_attention.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 // Must come after foreach_target.h.
-#include <hwy/cache_control.h>
 #include <hwy/highway.h>
 
 #include "simd_blocks-inl.h"
@@ -121,7 +120,7 @@ struct Kernel {
       for (int kk = 0; kk < G; ++kk) {
         kv[kk] = KRow(rows, t0 + j + kk);
         ks[kk] = KScales(rows, t0 + j + kk);
-        for (std::int64_t c = 0; c < D; c += 64) hwy::Prefetch(kv[kk] + kPrefetchRows * D + c);  // every line
+        for (std::int64_t c = 0; c < D; c += 64) PrefetchStream(kv[kk] + kPrefetchRows * D + c);  // every line
       }
       VF acc[R][G];
       for (std::size_t r = 0; r < R; ++r)
@@ -162,7 +161,7 @@ struct Kernel {
     for (; j < tl; ++j) {
       const std::int8_t* kv = KRow(rows, t0 + j);
       const float* ks = KScales(rows, t0 + j);
-      for (std::int64_t c = 0; c < D; c += 64) hwy::Prefetch(kv + kPrefetchRows * D + c);
+      for (std::int64_t c = 0; c < D; c += 64) PrefetchStream(kv + kPrefetchRows * D + c);
       VF acc[R];
       for (std::size_t r = 0; r < R; ++r) acc[r] = hn::Zero(df);
       for (std::int64_t e0 = 0, bi = 0; e0 < D; e0 += block, ++bi) {
@@ -220,7 +219,7 @@ struct Kernel {
     for (std::int64_t j = 0; j < tl; ++j) {
       const std::int8_t* vv = VRow(rows, t0 + j) + e0;
       const float* vs = VScales(rows, t0 + j);
-      for (std::int64_t c = 0; c < prefetch; c += 64) hwy::Prefetch(vv + kPrefetchRows * p.s.Dv + c);
+      for (std::int64_t c = 0; c < prefetch; c += 64) PrefetchStream(vv + kPrefetchRows * p.s.Dv + c);
       VF pr[R];
       for (std::size_t r = 0; r < R; ++r) pr[r] = hn::Set(df, P[(r0 + std::int64_t(r)) * kQ8Tile + j]);
       for (std::size_t c = 0; c < C; ++c) {
@@ -244,7 +243,7 @@ struct Kernel {
     for (std::int64_t j = 0; j < tl; ++j) {
       const std::int8_t* vv = VRow(rows, t0 + j) + e0;
       const float* vs = VScales(rows, t0 + j);
-      for (std::int64_t c = 0; c < prefetch; c += 64) hwy::Prefetch(vv + kPrefetchRows * p.s.Dv + c);
+      for (std::int64_t c = 0; c < prefetch; c += 64) PrefetchStream(vv + kPrefetchRows * p.s.Dv + c);
       const float pj = P[r0 * kQ8Tile + j];
       for (std::size_t c0 = 0; c0 < C; c0 += step) {
         const VF w = hn::Set(df, pj * vs[bi[c0]]);
