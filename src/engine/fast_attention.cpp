@@ -348,8 +348,8 @@ struct Tiled {
   //   With a non-null oscale, o's rows are first multiplied by oscale[r] (the online softmax's
   //   rescale, folded into the one load of o per tile, as for O^T).
   //   With kStream (the few rows of the direct path, which read each V row once), the first
-  //   pf_elems values of the V row kPrefetchKeys ahead are prefetched. Rd reads V's rows (F32Row, or 16-bit rows
-  //   widened in registers: Bf16Row, F16Row).
+  //   pf_elems values of the V row kPrefetchKeys ahead are prefetched. Rd reads V's rows
+  //   (F32Row, or 16-bit rows widened in registers: Bf16Row, F16Row).
   template <size_t MR, size_t NV, bool kStream, class Rd = F32Row>
   static HWY_INLINE void ValueMicro(const float* HWY_RESTRICT pt, PLayout pl, const typename Rd::T* HWY_RESTRICT v,
                                     std::ptrdiff_t ldv, size_t keys, float* HWY_RESTRICT o, size_t ldo,

@@ -35,11 +35,9 @@ constexpr int kW = 4;  // weight rows per pass
 // Weight rows are prefetched this many groups of kW ahead: the hardware prefetcher does not
 // keep up with four short interleaved streams (measured: q8 decode of GPT-2 small 177 -> 319
 // tokens/s on Zen 5). A prefetch past the matrix's end is a hint, never a fault.
+// The prefetches go to L2 (PrefetchStream, simd_blocks-inl.h): with L1 as the target, GPT-2
+// small decode on a 2-vCPU Zen 4 ran at 51-63 tokens/s with bf16 weights instead of 87-117.
 constexpr int kPrefetchGroups = 2;
-
-// Weight rows are prefetched into L2 (PrefetchStream, simd_blocks-inl.h): with L1 as the
-// target, GPT-2 small decode on a 2-vCPU Zen 4 ran at 51-63 tokens/s with bf16 weights instead
-// of 87-117.
 
 HWY_INLINE VF WidenBf16(const std::uint16_t* HWY_RESTRICT p) {
   const DF df;

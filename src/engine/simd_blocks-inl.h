@@ -38,6 +38,14 @@ constexpr bool kMaxReturnsSecondNaN = !(HWY_TARGET == HWY_EMU128 || HWY_TARGET =
 #define JOMOIM_ONE_LANE 1
 #endif
 
+// A prefetch of data streamed once (decode's K/V rows, a matrix-vector product's weights) into
+// L2 (prefetcht1 on x86) rather than L1: with L1 as the target a core's prefetches queue behind
+// its few L1 miss buffers (measured on a 2-vCPU Zen 4; bench/NOTES.md, "A Zen 4 at last").
+template <typename T>
+HWY_INLINE void PrefetchStream(const T* p) {
+  __builtin_prefetch(p, 0, 2);
+}
+
 // 2^x for x <= 0 (and x = -inf gives +0), about 1 ulp: x = n + f with n = round(x),
 // f in [-1/2, 1/2]; 2^f by a degree-6 polynomial (relative error 1.0e-7 in float arithmetic,
 // fitted here for 2^f with the constant term fixed at 1, so 2^0 = 1 exactly), times 2^n by
@@ -47,14 +55,6 @@ constexpr bool kMaxReturnsSecondNaN = !(HWY_TARGET == HWY_EMU128 || HWY_TARGET =
 // of about the right size. 14 operations against about 25 for a general exp. A NaN stays NaN
 // (docs/design.md, "Non-finite inputs"): x86's max returns its second operand when one is NaN, so the clamp is one
 // Max there; Highway's emulated targets return the number, so they compare and select.
-// A prefetch of data streamed once (decode's K/V rows, a matrix-vector product's weights) into
-// L2 (prefetcht1 on x86) rather than L1: with L1 as the target a core's prefetches queue behind
-// its few L1 miss buffers (measured on a 2-vCPU Zen 4; bench/NOTES.md, "A Zen 4 at last").
-template <typename T>
-HWY_INLINE void PrefetchStream(const T* p) {
-  __builtin_prefetch(p, 0, 2);
-}
-
 HWY_INLINE VF Exp2NonPositive(DF df, VF x) {
   const hn::RebindToSigned<DF> di;
   if constexpr (kMaxReturnsSecondNaN)
