@@ -526,7 +526,7 @@ void quick_self_check(Table& t) {
 }
 
 // The shapes of the benchmark table (BENCHMARKS.md), each without and with the causal mask, then
-// decode: one new query row against a 4096-entry KV cache. Too large for the tests' oracle.
+// decode: one new query row against a 4096-entry KV cache (and a 256-entry one). Too large for the tests' oracle.
 // attention_gbench names its runs by (B, Hq, Hkv, Nq, Nk, D, causal): Dv = D here.
 void benchmarks(Table& t) {
   struct Square {
@@ -544,6 +544,11 @@ void benchmarks(Table& t) {
     }
   t.add_for(kGbench | kQuickTiming, "bench", make({1, 32, 32, 1, 4096, 128, 128}));
   t.add_for(kGbench | kQuickTiming, "bench", make({1, 32, 8, 1, 4096, 128, 128}));
+  // The same decode against 256 keys, whose K and V (1-4 MiB in float32) stay in the caches from
+  // one call to the next: what the kernels compute with the memory out of the way, the ceiling
+  // of any ratio a narrower format can win at 4096 keys (bench/decode_ab.py --kv-len 256).
+  t.add_for(kGbench, "bench", make({1, 32, 32, 1, 256, 128, 128}));
+  t.add_for(kGbench, "bench", make({1, 32, 8, 1, 256, 128, 128}));
   // What attention_gbench checks against the reference before it times: GQA, causal, Nq != Nk.
   Case check = make({2, 4, 2, 70, 90, 64, 64});
   check.causal = true;
