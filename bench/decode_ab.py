@@ -13,9 +13,9 @@ with their range).
 `attention_gbench` (next to each --bin) at its fixed decode shapes (32 heads, 4096 or 256 keys,
 D 128, K/V heads 32 or 8, OpenMP's threads), and its ratio is to the float32 decode timed by the
 same gbench process. `--kv-len 256` keeps K and V in the caches between calls: the compute each
-format's kernels need, without the memory (a format's speed-up at 4096 keys cannot exceed the
-float32 kernel's 4096-key time over its own 256-key time, scaled by 16, unless its kernel computes
-faster than float32's).
+format's kernel needs, without the memory. A format whose kernel computes no faster than
+float32's cannot beat float32 at 4096 keys by more than float32's 4096-key time over 16 times its
+256-key time.
 """
 import os
 import argparse

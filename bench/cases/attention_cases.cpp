@@ -526,7 +526,8 @@ void quick_self_check(Table& t) {
 }
 
 // The shapes of the benchmark table (BENCHMARKS.md), each without and with the causal mask, then
-// decode: one new query row against a 4096-entry KV cache (and a 256-entry one). Too large for the tests' oracle.
+// decode: one new query row against a 4096-entry KV cache (and a 256-entry one). Too large for
+// the tests' oracle.
 // attention_gbench names its runs by (B, Hq, Hkv, Nq, Nk, D, causal): Dv = D here.
 void benchmarks(Table& t) {
   struct Square {

@@ -28,6 +28,10 @@ namespace {
 inline __mmask32 first32(std::size_t n) { return n >= 32 ? ~__mmask32(0) : (__mmask32(1) << n) - 1; }
 inline __mmask16 first16(std::size_t n) { return n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1); }
 
+// A prefetch of rows streamed once, into L2: the policy of PrefetchStream (simd_blocks-inl.h),
+// which this file, outside Highway's per-target compilation, cannot include.
+inline void prefetch_stream(const std::uint16_t* p) { _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T1); }
+
 // One step over a pair of d for MR keys x NV vectors of 16 query columns: the pair of every key
 // (k[d] in the low half of a 32-bit lane; with kLone, for an odd depth, the last element alone,
 // so nothing past the row is read) against NV vectors of packed query pairs, one VDPBF16PS per
@@ -138,7 +142,7 @@ JOMOIM_BF16_TARGET inline void score_keys(const std::uint16_t* q, std::size_t ld
     for (int kk = 0; kk < NK; ++kk) {
       // The same line of the row `ahead` keys on, beside each load (all lines of the group's
       // rows at once, 64 prefetches for 16 rows at D = 128, made one-row decode 20 % slower).
-      _mm_prefetch(reinterpret_cast<const char*>(k + (kk + ahead) * ldk + d), _MM_HINT_T1);
+      prefetch_stream(k + (kk + ahead) * ldk + d);
       kv[kk] = (__m512bh)_mm512_maskz_loadu_epi16(m, k + kk * ldk + d);
     }
 #pragma GCC unroll 8
@@ -382,11 +386,11 @@ JOMOIM_BF16_TARGET inline void pv_direct(const std::uint32_t (*pp)[kDirectKeys /
 #pragma GCC unroll 4
     for (int c = 0; c < NC; ++c) {
       const std::size_t e = e0 + 32 * c;
-      _mm_prefetch(reinterpret_cast<const char*>(r0 + ahead * ldv + e), _MM_HINT_T1);
+      prefetch_stream(r0 + ahead * ldv + e);
       const __m512i a = _mm512_maskz_loadu_epi16(m[c], r0 + e);
       __m512i b = _mm512_setzero_si512();
       if (r1 != nullptr) {
-        _mm_prefetch(reinterpret_cast<const char*>(r1 + ahead * ldv + e), _MM_HINT_T1);
+        prefetch_stream(r1 + ahead * ldv + e);
         b = _mm512_maskz_loadu_epi16(m[c], r1 + e);
       }
       const __m512bh vl = (__m512bh)_mm512_unpacklo_epi16(a, b), vh = (__m512bh)_mm512_unpackhi_epi16(a, b);
