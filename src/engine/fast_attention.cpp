@@ -264,7 +264,46 @@ struct Tiled {
     BroadcastRows<kScoreMR, kScoreNV, false, false>(k, ldk, keys, qt, cols, st, depth);
   }
 
-  // Few query rows (decode): s[r][j] = q[r] . k[j], one key row at a time, vectorised over D.
+  // Row r's dot with key j from its lane sums acc[r]: the lanes added, then the tail of D past
+  // the whole vectors by explicit fma (the compiler's contraction of a * b + c differs between
+  // the float and the 16-bit instantiations, and a 16-bit K must give the float path's bits).
+  template <size_t R, class Rd>
+  static HWY_INLINE void FinishDots(VF (&acc)[R], const float* HWY_RESTRICT q, size_t ldq,
+                                    const typename Rd::T* HWY_RESTRICT kr, float* HWY_RESTRICT s, size_t j,
+                                    size_t whole, size_t depth) {
+#ifdef JOMOIM_SUM4
+    if constexpr (R == 2 || R == 4) {
+      VF third = hn::Zero(DF()), fourth = hn::Zero(DF());  // two rows: the upper two sums are 0
+      if constexpr (R == 4) {
+        third = acc[2];
+        fourth = acc[3];
+      }
+      alignas(16) float dots[4];
+      hn::Store(Sum4(acc[0], acc[1], third, fourth), hn::Full128<float>(), dots);
+      for (size_t r = 0; r < R; ++r) {
+        float dot = dots[r];
+        for (size_t d = whole; d < depth; ++d) dot = std::fma(q[r * ldq + d], Rd::At(kr + d), dot);
+        s[r * kBlockK + j] = dot;
+      }
+      return;
+    }
+#endif
+    for (size_t r = 0; r < R; ++r) {
+      float dot = hn::GetLane(hn::SumOfLanes(DF(), acc[r]));
+      for (size_t d = whole; d < depth; ++d) dot = std::fma(q[r * ldq + d], Rd::At(kr + d), dot);
+      s[r * kBlockK + j] = dot;
+    }
+  }
+
+  // The K row kPrefetchKeys after kr, every cache line of its depth values.
+  template <class Rd>
+  static HWY_INLINE void PrefetchKeyRow(const typename Rd::T* kr, std::ptrdiff_t ldk, size_t depth) {
+    for (std::ptrdiff_t c = 0; c < std::ptrdiff_t(depth); c += kLineOf<Rd>)
+      PrefetchStream(kr + kPrefetchKeysOf<typename Rd::T> * ldk + c);
+  }
+
+  // Few query rows (decode): s[r][j] = q[r] . k[j], one key row at a time (two for 2 or 4 rows),
+  // vectorised over D.
   // Each key is read once for all R rows; for 1..8 rows this beats the broadcast kernel, whose
   // vectors over rows would be mostly empty. Needs K's D-stride to be 1. The scores stay in row
   // layout S [rows, kBlockK] (softmax along each row), not S^T.
@@ -276,14 +315,35 @@ struct Tiled {
     const DF df;
     const size_t L = hn::Lanes(df);
     const size_t whole = depth / L * L;
-    for (size_t j = 0; j < keys; ++j) {
+    size_t j = 0;
+    if constexpr (R >= 2) {
+      // Two keys at a time: each query vector loaded once for both (R + 2 loads for 2R FMAs,
+      // not 2R + 2), so the FMAs, not the loads, bound the loop. Each dot keeps the one-key
+      // loop's order (the same bits).
+      for (; j + 2 <= keys; j += 2) {
+        const typename Rd::T* k0 = k + std::ptrdiff_t(j) * ldk;
+        const typename Rd::T* k1 = k0 + ldk;
+        PrefetchKeyRow<Rd>(k0, ldk, depth);
+        PrefetchKeyRow<Rd>(k1, ldk, depth);
+        VF a0[R], a1[R];
+        for (size_t r = 0; r < R; ++r) a0[r] = a1[r] = hn::Zero(df);
+        for (size_t d = 0; d < whole; d += L) {
+          const VF kv0 = Rd::Load(k0 + d), kv1 = Rd::Load(k1 + d);
+          for (size_t r = 0; r < R; ++r) {
+            const VF qv = hn::LoadU(df, q + r * ldq + d);
+            a0[r] = hn::MulAdd(qv, kv0, a0[r]);
+            a1[r] = hn::MulAdd(qv, kv1, a1[r]);
+          }
+        }
+        FinishDots<R, Rd>(a0, q, ldq, k0, s, j, whole, depth);
+        FinishDots<R, Rd>(a1, q, ldq, k1, s, j + 1, whole, depth);
+      }
+    }
+    for (; j < keys; ++j) {
       const typename Rd::T* kr = k + std::ptrdiff_t(j) * ldk;
-      for (std::ptrdiff_t c = 0; c < std::ptrdiff_t(depth); c += kLineOf<Rd>)
-        PrefetchStream(kr + kPrefetchKeysOf<typename Rd::T> * ldk + c);
+      PrefetchKeyRow<Rd>(kr, ldk, depth);
       VF acc[R];
       for (size_t r = 0; r < R; ++r) acc[r] = hn::Zero(df);
-      // The tails by explicit fma: the compiler's contraction of a * b + c differs between the
-      // float and the 16-bit instantiations, and a 16-bit K must give the float path's bits.
       size_t d0 = 0;
       if constexpr (R == 1) {
         // One row: four accumulators, not one chain of D / L dependent FMAs a key (16 on AVX2
@@ -302,28 +362,7 @@ struct Tiled {
         const VF kv = Rd::Load(kr + d);
         for (size_t r = 0; r < R; ++r) acc[r] = hn::MulAdd(hn::LoadU(df, q + r * ldq + d), kv, acc[r]);
       }
-#ifdef JOMOIM_SUM4
-      if constexpr (R == 2 || R == 4) {
-        VF third = hn::Zero(df), fourth = hn::Zero(df);  // two rows: the upper two sums are 0
-        if constexpr (R == 4) {
-          third = acc[2];
-          fourth = acc[3];
-        }
-        alignas(16) float dots[4];
-        hn::Store(Sum4(acc[0], acc[1], third, fourth), hn::Full128<float>(), dots);
-        for (size_t r = 0; r < R; ++r) {
-          float dot = dots[r];
-          for (size_t d = whole; d < depth; ++d) dot = std::fma(q[r * ldq + d], Rd::At(kr + d), dot);
-          s[r * kBlockK + j] = dot;
-        }
-        continue;
-      }
-#endif
-      for (size_t r = 0; r < R; ++r) {
-        float dot = hn::GetLane(hn::SumOfLanes(df, acc[r]));
-        for (size_t d = whole; d < depth; ++d) dot = std::fma(q[r * ldq + d], Rd::At(kr + d), dot);
-        s[r * kBlockK + j] = dot;
-      }
+      FinishDots<R, Rd>(acc, q, ldq, kr, s, j, whole, depth);
     }
   }
 
