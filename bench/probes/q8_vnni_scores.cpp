@@ -37,6 +37,16 @@ struct Data {
   std::vector<float> q;        // [head][row][D]
 };
 
+// One block of kBlock values to int8 with its scale max|x| / 127 (quantize_q8's rule,
+// jomoim/engine/quant.hpp); returns the scale.
+float quantize_block(const float* x, std::int8_t* out) {
+  float m = 0;
+  for (int i = 0; i < kBlock; ++i) m = std::max(m, std::fabs(x[i]));
+  const float s = m / 127;
+  for (int i = 0; i < kBlock; ++i) out[i] = std::int8_t(std::lrint(s > 0 ? x[i] / s : 0));
+  return s;
+}
+
 Data make_data() {
   Data d;
   std::mt19937 rng(7);
@@ -47,14 +57,8 @@ Data make_data() {
   std::vector<float> row(kD);
   for (std::size_t key = 0; key < std::size_t(kHeads) * kKeys; ++key) {
     for (float& x : row) x = nd(rng);
-    for (int b = 0; b < kBlocks; ++b) {
-      float m = 0;
-      for (int i = 0; i < kBlock; ++i) m = std::max(m, std::fabs(row[b * kBlock + i]));
-      const float s = m / 127;
-      d.ks[key * kBlocks + b] = s;
-      for (int i = 0; i < kBlock; ++i)
-        d.k[key * kD + b * kBlock + i] = std::int8_t(std::lrint(s > 0 ? row[b * kBlock + i] / s : 0));
-    }
+    for (int b = 0; b < kBlocks; ++b)
+      d.ks[key * kBlocks + b] = quantize_block(row.data() + b * kBlock, d.k.data() + key * kD + b * kBlock);
   }
   for (float& x : d.q) x = nd(rng) / std::sqrt(float(kD));
   return d;
@@ -84,7 +88,8 @@ void scores_float(const Data& d, int h, float* out /* [row][key] */) {
   }
 }
 
-// 16 x 16 transpose of 32-bit lanes: in[i] lane c -> out[c] lane i.
+// 16 x 16 transpose of 32-bit lanes: lane c of in[i] goes to lane i of one output, column c's
+// (which one: col_of in main()).
 inline void transpose16(__m512i (&m)[16]) {
   __m512i t[16];
   for (int i = 0; i < 16; i += 2) {
@@ -189,14 +194,9 @@ int main() {
   std::vector<float> qd(std::size_t(kHeads) * kRows * kBlocks);
   std::vector<std::int32_t> qc(qd.size());
   for (std::size_t rb = 0; rb < qd.size(); ++rb) {
-    float m = 0;
-    for (int i = 0; i < kBlock; ++i) m = std::max(m, std::fabs(d.q[rb * kBlock + i]));
-    qd[rb] = m / 127;
+    qd[rb] = quantize_block(d.q.data() + rb * kBlock, qi.data() + rb * kBlock);
     std::int32_t sum = 0;
-    for (int i = 0; i < kBlock; ++i) {
-      qi[rb * kBlock + i] = std::int8_t(std::lrint(m > 0 ? d.q[rb * kBlock + i] / qd[rb] : 0));
-      sum += qi[rb * kBlock + i];
-    }
+    for (int i = 0; i < kBlock; ++i) sum += qi[rb * kBlock + i];
     qc[rb] = 128 * sum;
   }
   std::vector<float> sf(std::size_t(kHeads) * kRows * kKeys), sv(sf.size());
