@@ -42,8 +42,8 @@ struct Data {
 float quantize_block(const float* x, std::int8_t* out) {
   float m = 0;
   for (int i = 0; i < kBlock; ++i) m = std::max(m, std::fabs(x[i]));
-  const float s = m / 127;
-  for (int i = 0; i < kBlock; ++i) out[i] = std::int8_t(std::lrint(s > 0 ? x[i] / s : 0));
+  const float s = m / 127, inv = s > 0 ? 1.0f / s : 0.0f;
+  for (int i = 0; i < kBlock; ++i) out[i] = std::int8_t(std::lrint(x[i] * inv));
   return s;
 }
 
