@@ -59,7 +59,7 @@ ORT_VARIANTS = ["mha", "mha-noflash", "mha-bnsh-kv", "attn23"]
 # pinned (ONNX Runtime and PyTorch pick their kernels from CPUID), so next to a pinned jomoim they
 # run their best kernels: on a CPU with AVX-512 a speed-up over them is a lower bound for the
 # same comparison on a CPU without it.
-OPENBLAS_CORE = {"AVX2": "Haswell", "AVX3": "SkylakeX", "AVX3_BF16": "SkylakeX", "AVX3_DL": "SkylakeX", "AVX3_ZEN4": "Zen",
+OPENBLAS_CORE = {"AVX2": "Haswell", "AVX3": "SkylakeX", "AVX3_BF16": "SkylakeX", "AMX_BF16": "SkylakeX", "AVX3_DL": "SkylakeX", "AVX3_ZEN4": "Zen",
                  "SSE4": "Nehalem", "SSSE3": "Core2"}
 TORCH_VARIANTS = ["naive", "sdpa"]
 

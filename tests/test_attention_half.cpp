@@ -15,8 +15,10 @@
 // take the same kernels, the conversions are exact and round to nearest even, and the refusals.
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstdint>
 #include <exception>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -152,8 +154,9 @@ TEST_P(Half, MatchesReferenceOnRoundedInputs) {
   const bool contiguous_k = s.k.strides[3] == 1;
   for (const std::string& target : targets()) {
     PinTarget pin(target);
-    // AVX3_BF16 computes the Q·K^T of bf16 inputs with VDPBF16PS (other roundings).
-    const bool same_kernels = contiguous_k && !(target == "AVX3_BF16" && t == Dtype::bf16);
+    // AVX3_BF16 computes the Q·K^T of bf16 inputs with VDPBF16PS, AMX_BF16 both products on
+    // AMX tiles (other roundings).
+    const bool same_kernels = contiguous_k && !((target == "AVX3_BF16" || target == "AMX_BF16") && t == Dtype::bf16);
     for (int threads : c.threads) {
       const std::string ctx = describe(c, seed) + " dtype " + jomoim::dtype_name(t) + " target " + target +
                               " threads " + std::to_string(threads);
@@ -241,6 +244,89 @@ void add_weight_rounding(const Inputs& s, Expected& e) {
       }
 }
 
+// AMX_BF16 (CPUs with AMX-BF16: amx_attention.hpp): bf16 prefill on AMX tiles, Q·K^T and P·V,
+// the weights in three bf16 pieces (exact) or, with bf16_weights, one. Within the float32 bound
+// (plus the weights' rounding with the option) on shapes that cut every tile and block: D and Dv
+// off the 32 / 16 grid (3, 37, 48), one key, more query rows than keys under the causal rule (rows
+// that see nothing: zeros and -inf), grouped heads, mixed key lengths, a column-layout output and
+// query rows read backwards; and not AVX3_BF16's bits (the tiles ran). Non-finite values under
+// masked keys send the call to AVX3_BF16's kernels (amx_fits): its bits exactly.
+TEST(HalfAmx, TilesWithinTheFloat32Bound) {
+  const auto& all = targets();
+  if (std::find(all.begin(), all.end(), "AMX_BF16") == all.end()) GTEST_SKIP() << "no AMX-BF16 on this CPU";
+  namespace L = jomoim::cases::layouts;
+  struct Shape {
+    I64 B, Hq, Hkv, Nq, Nk, D, Dv;
+    bool causal;
+    KeyLens lens;
+    int layout;  // 0 contiguous, 1 output in columns, 2 query rows backwards
+  };
+  const Shape shapes[] = {
+      {1, 2, 1, 32, 32, 64, 64, false, KeyLens::none, 0},   {2, 3, 1, 70, 90, 37, 24, true, KeyLens::none, 0},
+      {1, 4, 2, 200, 333, 128, 80, true, KeyLens::none, 1}, {1, 1, 1, 129, 700, 256, 256, false, KeyLens::none, 0},
+      {3, 2, 2, 40, 100, 3, 7, false, KeyLens::mixed, 2},   {1, 2, 1, 100, 60, 64, 64, true, KeyLens::none, 0},
+      {1, 2, 1, 33, 1, 16, 16, false, KeyLens::none, 0},    {4, 2, 1, 65, 65, 48, 112, true, KeyLens::mixed, 0}};
+  for (const Shape& sh : shapes) {
+    Case c = make({sh.B, sh.Hq, sh.Hkv, sh.Nq, sh.Nk, sh.D, sh.Dv});
+    c.causal = sh.causal;
+    c.key_lengths = sh.lens;
+    c.want_probs = false;  // probabilities take the AVX-512 kernels
+    if (sh.layout == 1) c.out_layout = L::cols();
+    if (sh.layout == 2) c.q_layout = L::flipped();
+    c.name = "amx_b" + std::to_string(sh.B) + "h" + std::to_string(sh.Hq) + "x" + std::to_string(sh.Hkv) + "_q" +
+             std::to_string(sh.Nq) + "k" + std::to_string(sh.Nk) + "_d" + std::to_string(sh.D) + "v" +
+             std::to_string(sh.Dv);
+    const HalfInputs h = build_half(c, seed_of(c.name), Dtype::bf16);
+    Expected e = expect(h.s);
+    ASSERT_TRUE(e.oracle_issue.empty()) << c.name << ": " << e.oracle_issue;
+    widen_tolerance(h.s, e);
+    Expected ew = e;
+    add_weight_rounding(h.s, ew);
+    for (const bool weights : {false, true})
+      for (const int threads : {1, 2}) {
+        const std::string ctx = c.name + (weights ? " bf16_weights" : "") + " threads " + std::to_string(threads);
+        Outputs o = make_outputs(c), avx = make_outputs(c);
+        {
+          PinTarget pin("AMX_BF16");
+          run_half(h, o, threads, weights);
+        }
+        {
+          PinTarget pin("AVX3_BF16");
+          run_half(h, avx, threads, weights);
+        }
+        const F32Result got = read(o);
+        EXPECT_TRUE(compare(h.s, weights ? ew : e, got, true, false)) << ctx;
+        EXPECT_TRUE(untouched_outside(o)) << ctx;
+        if (sh.Nk > 1) {  // one key: out = v exactly on every path
+          EXPECT_FALSE(same_bits(got.out, read(avx).out)) << ctx << ": AVX3_BF16's bits, the tiles did not run";
+        }
+      }
+  }
+  // A NaN value under keys cut by a key length: AVX3_BF16's kernels, whose output stays finite.
+  Case c = make({1, 2, 1, 64, 200, 64, 64});
+  c.name = "amx_nan_values";
+  c.want_probs = false;
+  HalfInputs h = build_half(c, seed_of(c.name), Dtype::bf16);
+  h.s.key_lengths = {150};
+  h.s.refresh();
+  for (I64 j = 150; j < 200; ++j)
+    for (I64 d = 0; d < 64; ++d)
+      h.v.buf[std::size_t(h.s.v.offset({0, 0, j, d}))] =
+          jomoim::half_from_float(std::numeric_limits<float>::quiet_NaN(), Dtype::bf16);
+  Outputs o = make_outputs(c), avx = make_outputs(c);
+  {
+    PinTarget pin("AMX_BF16");
+    run_half(h, o, 2);
+  }
+  {
+    PinTarget pin("AVX3_BF16");
+    run_half(h, avx, 2);
+  }
+  const F32Result got = read(o);
+  EXPECT_TRUE(same_bits(got.out, read(avx).out)) << "non-finite values did not fall back to AVX3_BF16";
+  EXPECT_TRUE(std::all_of(got.out.begin(), got.out.end(), [](float x) { return std::isfinite(x); }));
+}
+
 // One case of the table with and without the option on each pinned target (below).
 void check_bf16_weights(const Case& c, const std::vector<std::string>& pinned) {
   const std::uint64_t seed = seed_of(c.name);
@@ -264,7 +350,7 @@ void check_bf16_weights(const Case& c, const std::vector<std::string>& pinned) {
       const F32Result got = read(o), want = read(plain);
       EXPECT_TRUE(compare(h.s, e, got, c.want_lse, c.want_probs)) << ctx;
       EXPECT_TRUE(untouched_outside(o)) << ctx;
-      if (target != "AVX3_BF16") {
+      if (target != "AVX3_BF16" && target != "AMX_BF16") {  // AMX_BF16 is AVX3_BF16 with the tiles
         EXPECT_TRUE(same_bits(got.out, want.out) && same_bits(got.lse, want.lse) && same_bits(got.probs, want.probs))
             << ctx << ": bf16_weights changed the result on a target without VDPBF16PS";
       }
@@ -279,9 +365,10 @@ void check_bf16_weights(const Case& c, const std::vector<std::string>& pinned) {
 TEST(HalfBf16Weights, EveryCaseWithinTheWeightsRounding) {
   std::vector<std::string> pinned;
   const auto& all = targets();
-  if (std::find(all.begin(), all.end(), "AVX3_BF16") != all.end()) pinned.push_back("AVX3_BF16");
+  for (const char* t : {"AMX_BF16", "AVX3_BF16"})
+    if (std::find(all.begin(), all.end(), t) != all.end()) pinned.push_back(t);
   for (const std::string& t : all)
-    if (t != "AVX3_BF16") {
+    if (t != "AVX3_BF16" && t != "AMX_BF16") {
       pinned.push_back(t);
       break;
     }

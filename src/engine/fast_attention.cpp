@@ -17,6 +17,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "amx_attention.hpp"
 #include "bf16_dot.hpp"
 #include "jomoim/engine/threads.hpp"
 
@@ -1320,6 +1321,10 @@ static void Dispatch(const Problem& p, const Plan& plan) { HWY_DYNAMIC_DISPATCH(
 namespace {
 void run(const detail::Problem& p, int threads_option) {
   const int threads = resolve_threads(threads_option);
+  if (detail::amx_enabled() && detail::amx_fits(p)) {  // bf16 prefill on AMX tiles
+    detail::amx_attention(p, threads);
+    return;
+  }
   const detail::Plan plan = detail::make_plan(p, threads);
   if (plan.items == 0) return;  // B, Hq or Nq is zero: no output element exists
   detail::Dispatch(p, plan);
