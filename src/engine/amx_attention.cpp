@@ -153,7 +153,7 @@ struct Buffers {
   std::uint32_t* vp;              // [2][ndv][16 pairs][16 values]: V of a key block in pairs of keys
   float* s;                       // [kItemRows][kBlockKeys]: the item's scores of a key block
   std::uint16_t* pp;              // [3][kItemRows][kBlockKeys]: its weights in bf16 pieces
-  float* ot;                      // [16][64]: a P·V product of up to 4 value tiles
+  float* ot;                      // [kItemRows][dvp]: the block's P V
   float* o;                       // [kItemRows][dvp]: the running outputs
   float* m;                       // [kItemRows] running maxima (log2 units)
   float* l;                       // [kItemRows][16] running sums, in 16 lanes each
@@ -170,7 +170,7 @@ struct Buffers {
                                  std::size_t(2 * ndv * 256 * 4),
                                  std::size_t(kItemRows * kBlockKeys * 4),
                                  std::size_t(3 * kItemRows * kBlockKeys * 2),
-                                 std::size_t(16 * 64 * 4),
+                                 std::size_t(kItemRows * dvp * 4),
                                  std::size_t(kItemRows * dvp * 4),
                                  std::size_t(kItemRows * 4),
                                  std::size_t(kItemRows * 16 * 4),
@@ -320,9 +320,11 @@ JOMOIM_AMX_TARGET void softmax_tile(const Buffers& buf, std::int64_t r0, const s
   }
 }
 
-// O = alpha O + P V for row tile rt over the block's nk keys, 4 value tiles at a time.
+// P V of row tile rt over the block's nk keys into ot's rows (4 value tiles at a time): the tile
+// unit's part, which the softmax of the next row tile overlaps (run_item).
 JOMOIM_AMX_TARGET void value_tiles(const Buffers& buf, std::int64_t rt, std::int64_t nk, int pieces) {
-  const std::int64_t nkc = (nk + 31) / 32;
+  const std::int64_t nkc = (nk + 31) / 32, ldo = buf.dvp * 4;
+  float* ot = buf.ot + rt * 16 * buf.dvp;
   for (std::int64_t t0 = 0; t0 < buf.ndv; t0 += 4) {
     const std::int64_t nt = std::min<std::int64_t>(4, buf.ndv - t0);
     _tile_zero(0);
@@ -348,18 +350,22 @@ JOMOIM_AMX_TARGET void value_tiles(const Buffers& buf, std::int64_t rt, std::int
       JOMOIM_AMX_PV(3)
 #undef JOMOIM_AMX_PV
     }
-    _tile_stored(0, buf.ot, 64 * 4);
-    if (nt > 1) _tile_stored(1, buf.ot + 16, 64 * 4);
-    if (nt > 2) _tile_stored(2, buf.ot + 32, 64 * 4);
-    if (nt > 3) _tile_stored(3, buf.ot + 48, 64 * 4);
-    for (std::int64_t r = 0; r < 16; ++r) {
-      const std::int64_t row = rt * 16 + r;
-      const __m512 a = _mm512_set1_ps(buf.alpha[row]);
-      float* o = buf.o + row * buf.dvp + 16 * t0;
-      for (std::int64_t t = 0; t < nt; ++t)
-        _mm512_store_ps(o + 16 * t,
-                        _mm512_fmadd_ps(_mm512_load_ps(o + 16 * t), a, _mm512_load_ps(buf.ot + r * 64 + 16 * t)));
-    }
+    float* o = ot + 16 * t0;
+    _tile_stored(0, o, ldo);
+    if (nt > 1) _tile_stored(1, o + 16, ldo);
+    if (nt > 2) _tile_stored(2, o + 32, ldo);
+    if (nt > 3) _tile_stored(3, o + 48, ldo);
+  }
+}
+
+// O = alpha O + (P V) for rows [r0, r1).
+JOMOIM_AMX_TARGET void rescale_rows(const Buffers& buf, std::int64_t r0, std::int64_t r1) {
+  for (std::int64_t row = r0; row < r1; ++row) {
+    const __m512 a = _mm512_set1_ps(buf.alpha[row]);
+    float* o = buf.o + row * buf.dvp;
+    const float* pv = buf.ot + row * buf.dvp;
+    for (std::int64_t e = 0; e < buf.dvp; e += 16)
+      _mm512_store_ps(o + e, _mm512_fmadd_ps(_mm512_load_ps(o + e), a, _mm512_load_ps(pv + e)));
   }
 }
 
@@ -395,8 +401,9 @@ JOMOIM_AMX_TARGET void run_item(const Problem& p, std::int64_t b, std::int64_t h
     const std::int64_t nk = std::min(kBlockKeys, kmax - k0);
     pack_keys(k + k0 * p.k.strides[2], p.k.strides[2], nk, s.D, buf);
     pack_values(v + k0 * p.v.strides[2], p.v.strides[2], nk, s.Dv, buf);
-    // Each phase over all the row tiles that see a key of the block, so that the tile unit's
-    // products run back to back rather than waiting on the softmax between them.
+    // The scores of all the row tiles that see a key of the block back to back; then each row
+    // tile's softmax (AVX-512) and P V (tiles), so that the tile unit multiplies one row tile's
+    // weights while the vector units compute the next one's; then the outputs' rescale.
     std::int64_t vis[kItemRows];
     std::int64_t rt0 = ntiles;  // the first row tile that sees a key here (rows see more keys further down)
     for (std::int64_t r = 0; r < kItemRows; ++r) {
@@ -404,8 +411,11 @@ JOMOIM_AMX_TARGET void run_item(const Problem& p, std::int64_t b, std::int64_t h
       if (vis[r] > 0) rt0 = std::min(rt0, r / 16);
     }
     for (std::int64_t rt = rt0; rt < ntiles; ++rt) score_tiles(buf, rt);
-    for (std::int64_t rt = rt0; rt < ntiles; ++rt) softmax_tile(buf, rt * 16, vis + rt * 16, c, pieces);
-    for (std::int64_t rt = rt0; rt < ntiles; ++rt) value_tiles(buf, rt, nk, pieces);
+    for (std::int64_t rt = rt0; rt < ntiles; ++rt) {
+      softmax_tile(buf, rt * 16, vis + rt * 16, c, pieces);
+      value_tiles(buf, rt, nk, pieces);  // the tiles work on it while the next softmax runs
+    }
+    rescale_rows(buf, rt0 * 16, ntiles * 16);
   }
   // out = O / l and the lse; zeros and -inf for rows that saw no key.
   for (std::int64_t r = 0; r < n; ++r) {
