@@ -619,7 +619,10 @@ struct Tiled {
     b.cols = RoundUp(size_t(rows), L);
     b.direct = rows <= kDirectRows && (p.half() || p.k.strides[3] == 1);  // 16-bit K: widened rows
     const bool bf16_keys = kBf16DotTarget && p.dtype == Dtype::bf16 && p.k.strides[3] == 1 && bf16_dot_enabled();
-    b.bf16dot = bf16_keys && !b.direct;
+    // Blocks of many rows on a CPU with AMX-BF16 widen K instead, when the tiles did not take the
+    // call (a bias, probabilities): on the Intel Xeon with AMX here VDPBF16PS's tile kernel ran
+    // bf16 prefill at 0.75-0.82x float32, the widening one at 0.95-1.02x (bench/NOTES.md, "AMX").
+    b.bf16dot = bf16_keys && !b.direct && !amx_enabled();
     // One row (decode with a K/V head per query head) widens K in registers instead: on Zen 4
     // VDPBF16PS's 16-key kernel read K at 2/3 of the widening kernel's speed there (3.1-3.3
     // against 1.9-2.2 ms at 1 x 32 x 4096 x 128), on Zen 5 the two were level (bench/NOTES.md).
