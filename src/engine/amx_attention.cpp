@@ -76,9 +76,16 @@ inline __mmask16 first16(std::int64_t n) {
   return n >= 16 ? __mmask16(0xFFFF) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1);
 }
 
-// 2^x for finite x <= 0: the polynomial of Exp2NonPositive (simd_blocks-inl.h, which this file,
-// outside Highway's per-target compilation, cannot include) on f = x - round(x), and VSCALEFPS for
-// the power of two (0 below 2^-149, with no clamp).
+// Weights below 2^kFloor (of the row's running maximum) come out between 2^(kFloor - 0.5) and
+// 2^(kFloor + 0.5), and a rescale below it as zero: nothing reaches a denormal, whose arithmetic
+// Intel cores run through microcode assists (VSCALEFPS with denormal results took two thirds of
+// the kernel's time in a GPT-2 prefill, whose scores span hundreds of units). The error, below
+// N 2^-99 of the sum, is far under the float32 bound.
+constexpr float kFloor = -100.0f;
+
+// 2^x for x <= 0 (2^kFloor-ish below kFloor): the polynomial of Exp2NonPositive (simd_blocks-inl.h,
+// which this file, outside Highway's per-target compilation, cannot include) on f = x - round(x),
+// and VSCALEFPS by round(x), at least kFloor, for the power of two.
 JOMOIM_AMX_TARGET inline __m512 exp2_nonpositive(__m512 x) {
   const __m512 n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   const __m512 f = _mm512_sub_ps(x, n);
@@ -89,7 +96,7 @@ JOMOIM_AMX_TARGET inline __m512 exp2_nonpositive(__m512 x) {
   p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.4022647738456726e-1f));
   p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.931471824645996e-1f));
   p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
-  return _mm512_scalef_ps(p, n);
+  return _mm512_scalef_ps(p, _mm512_max_ps(n, _mm512_set1_ps(kFloor)));  // off the polynomial's path
 }
 
 // x with its low 16 bits cleared: a bf16 value (x truncated towards zero), exact.
@@ -289,12 +296,13 @@ JOMOIM_AMX_TARGET void softmax_tile(const Buffers& buf, std::int64_t r0, const s
     }
     const float mx = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(x[0], x[1]), _mm512_max_ps(x[2], x[3])));
     const float m_old = buf.m[row], m_new = std::max(m_old, mx);
-    const float alpha = _mm512_cvtss_f32(exp2_nonpositive(_mm512_set1_ps(m_old == kNegInf ? -1000.0f : m_old - m_new)));
+    const float alpha =
+        m_old - m_new < kFloor ? 0.0f : _mm512_cvtss_f32(exp2_nonpositive(_mm512_set1_ps(m_old - m_new)));
     const __m512 vm = _mm512_set1_ps(m_new);
     __m512 sum = _mm512_setzero_ps();
     __m512 p[4];
     for (int v = 0; v < 4; ++v) {
-      p[v] = _mm512_maskz_mov_ps(mk[v], exp2_nonpositive(_mm512_sub_ps(x[v], vm)));
+      p[v] = _mm512_maskz_mov_ps(mk[v], exp2_nonpositive(_mm512_sub_ps(x[v], vm)));  // masked: NaN, then 0
       sum = _mm512_add_ps(sum, p[v]);
     }
     float* lv = buf.l + 16 * row;  // the row's sum in 16 lanes, added up at the end
