@@ -9,8 +9,9 @@
 // The softmax between them (online, exp2 of scaled scores against a running row maximum) runs in
 // AVX-512 on float32, as on every other path. P is float32: by default it goes to the tiles as
 // three bf16 pieces, P = p1 + p2 + p3 exactly (each piece takes the next 8 bits of P's 24-bit
-// significand; only weights below 2^-110, which AMX flushes, lose their last piece), so every
-// product is exact and the sums float32, the contract of the float32 path; with
+// significand; no weight is below about 2^-100 of its row's maximum, so no piece is a denormal,
+// which the tiles would flush), so every product is exact and the sums float32, the contract of
+// the float32 path; with
 // options.bf16_weights P is rounded to one bf16 piece, as the AVX512_BF16 path does then.
 //
 // Work items are (batch, head, 64 query rows); a thread packs each block of 64 keys once for its

@@ -93,7 +93,7 @@ CheckResult check_sampled(Workload& w, const AttentionShape& s, const Tolerance&
 // short rows, but not a single key dropped from a row of thousands (about 2e-4 there); that
 // precision is the tests' job (tests/), not this timing tool's.
 // With --bf16-weights the engine may round the softmax weights to bf16 for P·V (VDPBF16PS,
-// target AVX3_BF16), each by at most 2^-8 of itself, which moves an output by at most
+// targets AVX3_BF16 and AMX_BF16), each by at most 2^-8 of itself, which moves an output by at most
 // 2^-8 max|v| more.
 Tolerance float32_tolerance(const Workload& w, const AttentionShape& s) {
   const double eps = std::numeric_limits<float>::epsilon();
