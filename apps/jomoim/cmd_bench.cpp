@@ -150,7 +150,8 @@ void add_bench_command(CLI::App& app) {
                 "measure only the ceilings (those of --sgemm/--copy/--fma-peak; all three when none is given)");
   CLI::Option* quick = cmd->add_flag("--quick", o->quick,
                                      "self-check every SIMD target against the float64 reference on a "
-                                     "dozen small cases, then time a few shapes; exit 1 on any FAIL");
+                                     "dozen small cases (float32 and bf16 inputs), then time a few "
+                                     "shapes; exit 1 on any FAIL");
   for (CLI::Option* f : shape_flags) quick->excludes(f);
   quick->excludes("--ceilings-only");
 

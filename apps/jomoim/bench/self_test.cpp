@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "attention_cases.hpp"
+#include "jomoim/core/half.hpp"
 #include "jomoim/engine/simd.hpp"
 #include "jomoim/engine/threads.hpp"
 
@@ -32,44 +33,51 @@ bool quick_self_check(const BenchOptions& o, int threads) {
                 threads);
   const std::vector<cases::Case> checks = cases::used_by(cases::kQuickCheck);
   int name_width = 0;
-  for (const cases::Case& c : checks) name_width = std::max(name_width, int(c.name.size()));
+  for (const cases::Case& c : checks) name_width = std::max(name_width, int(c.name.size()) + 5);
   int failed = 0;
-  for (const cases::Case& c : checks) {
-    Workload w = Workload::from_case(c, c.want_lse);
-    w.allocate(o.seed);
-    const AttentionShape s = w.shape();
-    const Tolerance tol = float32_tolerance(w, s);
-    const ReferenceResult ref = attention_reference(w.qv(), w.kv(), w.vv(), w.options(1));
-    CheckResult worst{"full", 0, tol.out, true, ""};
-    std::string worst_run;
-    for (const auto& target : targets)
-      for (int t : thread_counts) {
-        set_simd_target(target);
-        w.run(t);
-        const CheckResult r = compare_full(w, ref, tol);
-        if ((!r.ok && worst.ok) || (r.ok == worst.ok && r.max_err / r.tol > worst.max_err / worst.tol)) {
-          worst = r;
-          worst_run = target + ", " + std::to_string(t) + " thread" + (t > 1 ? "s" : "");
+  // Each case twice: float32 inputs, then the same numbers rounded to bf16 (the 16-bit kernels:
+  // AVX3_BF16's VDPBF16PS products and AMX_BF16's tiles run only on those), against the float64
+  // reference on the rounded inputs.
+  for (const cases::Case& c : checks)
+    for (const Dtype dtype : {Dtype::f32, Dtype::bf16}) {
+      Workload w = Workload::from_case(c, c.want_lse);
+      w.dtype = dtype;
+      w.allocate(o.seed);
+      const std::string label = w.name + (dtype == Dtype::f32 ? "" : " bf16");
+      const AttentionShape s = w.shape();
+      const Tolerance tol = float32_tolerance(w, s);
+      const ReferenceResult ref = attention_reference(w.qv(), w.kv(), w.vv(), w.options(1));
+      CheckResult worst{"full", 0, tol.out, true, ""};
+      std::string worst_run;
+      for (const auto& target : targets)
+        for (int t : thread_counts) {
+          set_simd_target(target);
+          w.run(t);
+          const CheckResult r = compare_full(w, ref, tol);
+          if ((!r.ok && worst.ok) || (r.ok == worst.ok && r.max_err / r.tol > worst.max_err / worst.tol)) {
+            worst = r;
+            worst_run = target + ", " + std::to_string(t) + " thread" + (t > 1 ? "s" : "");
+          }
         }
+      set_simd_target(o.target);
+      failed += !worst.ok;
+      if (o.json) {
+        std::printf("%s\n", Json{{"kind", "check"},
+                                 {"case", w.name},
+                                 {"dtype", dtype_name(dtype)},
+                                 {"status", worst.ok ? "pass" : "fail"},
+                                 {"max_err", worst.max_err},
+                                 {"tol", worst.tol},
+                                 {"worst_run", worst_run},
+                                 {"worst", worst.worst}}
+                                .dump()
+                                .c_str());
+      } else {
+        std::printf("  %s  %-*s %-30s max err %.1e (tol %.1e, worst on %s)\n", worst.ok ? "PASS" : "FAIL", name_width,
+                    label.c_str(), w.shape_label().c_str(), worst.max_err, worst.tol, worst_run.c_str());
+        if (!worst.ok) std::printf("        %s, seed %u\n", worst.worst.c_str(), o.seed);
       }
-    set_simd_target(o.target);
-    failed += !worst.ok;
-    if (o.json) {
-      std::printf("%s\n", Json{{"kind", "check"},
-                               {"case", w.name},
-                               {"status", worst.ok ? "pass" : "fail"},
-                               {"max_err", worst.max_err},
-                               {"tol", worst.tol},
-                               {"worst_run", worst_run},
-                               {"worst", worst.worst}}
-                              .dump()
-                              .c_str());
-    } else {
-      std::printf("  %s  %-*s %-30s max err %.1e (tol %.1e, worst on %s)\n", worst.ok ? "PASS" : "FAIL", name_width,
-                  w.name.c_str(), w.shape_label().c_str(), worst.max_err, worst.tol, worst_run.c_str());
-      if (!worst.ok) std::printf("        %s, seed %u\n", worst.worst.c_str(), o.seed);
     }
-  }
   return failed == 0;
 }
 
