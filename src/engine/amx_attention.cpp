@@ -23,6 +23,8 @@
 #include <limits>
 #include <memory>
 
+#include <hwy/base.h>
+
 #include "bf16_dot.hpp"
 
 namespace jomoim::detail {
@@ -129,28 +131,14 @@ JOMOIM_AMX_TARGET inline void transpose16(__m512i (&r)[16]) {
   }
 }
 
-// Whether n rows of `len` bf16 (row stride ld, elements contiguous) hold no infinity or NaN.
-JOMOIM_AMX_TARGET bool rows_finite(const std::uint16_t* p, std::ptrdiff_t ld, std::int64_t n, std::int64_t len) {
-  const __m512i exp_mask = _mm512_set1_epi16(0x7F80);
-  for (std::int64_t r = 0; r < n; ++r) {
-    const std::uint16_t* row = p + r * ld;
-    for (std::int64_t e = 0; e < len; e += 32) {
-      const __m512i x = _mm512_maskz_loadu_epi16(first32(len - e), row + e);
-      if (_mm512_cmpeq_epi16_mask(_mm512_and_si512(x, exp_mask), exp_mask)) return false;
-    }
-  }
-  return true;
-}
-
 bool tensor_finite(const TensorView<const std::uint16_t, 4>& t) {
   for (std::int64_t b = 0; b < t.shape[0]; ++b)
     for (std::int64_t h = 0; h < t.shape[1]; ++h)
-      if (!rows_finite(t.data + b * t.strides[0] + h * t.strides[1], t.strides[2], t.shape[2], t.shape[3]))
+      if (!values_finite_bf16(t.data + b * t.strides[0] + h * t.strides[1], t.strides[2], std::size_t(t.shape[2]),
+                              std::size_t(t.shape[3])))
         return false;
   return true;
 }
-
-std::int64_t round_up(std::int64_t x, std::int64_t m) { return (x + m - 1) / m * m; }
 
 // One thread's buffers, 64-byte aligned.
 struct Buffers {
@@ -168,8 +156,8 @@ struct Buffers {
   std::unique_ptr<unsigned char, decltype(&std::free)> mem{nullptr, &std::free};
 
   explicit Buffers(const Problem& p) {
-    dp = round_up(p.s.D, 32);
-    dvp = round_up(p.s.Dv, 16);
+    dp = std::int64_t(hwy::RoundUpTo(std::size_t(p.s.D), 32));
+    dvp = std::int64_t(hwy::RoundUpTo(std::size_t(p.s.Dv), 16));
     nc = dp / 32;
     ndv = dvp / 16;
     const std::size_t sizes[] = {std::size_t(kItemRows * dp * 2),

@@ -31,6 +31,8 @@ bool bf16_target_available() {
   return false;
 }
 
+bool amx_target_available() { return bf16_target_available() && detail::cpu_has_amx_bf16(); }
+
 // Highway's name for a target as users write it: any case, and AVX512 / AVX-512 for AVX3.
 std::string canonical_target_name(const std::string& name) {
   std::string up;
@@ -44,7 +46,7 @@ std::vector<std::string> simd_targets() {
   std::vector<std::string> names;
   hwy::SetSupportedTargetsForTest(0);  // ask the CPU, not a previous pin ...
   for (std::int64_t t : hwy::SupportedAndGeneratedTargets()) {
-    if (t == HWY_AVX3 && bf16_target_available() && detail::cpu_has_amx_bf16()) names.push_back(kAmxTarget);
+    if (t == HWY_AVX3 && amx_target_available()) names.push_back(kAmxTarget);
     if (t == HWY_AVX3 && bf16_target_available()) names.push_back(kBf16Target);
     names.push_back(hwy::TargetName(t));
   }
@@ -54,7 +56,7 @@ std::vector<std::string> simd_targets() {
 
 namespace detail {
 bool bf16_dot_enabled() { return !bf16_dot_off && cpu_has_avx512_bf16(); }
-bool amx_enabled() { return !amx_off && !bf16_dot_off && cpu_has_amx_bf16(); }
+bool amx_enabled() { return !amx_off && cpu_has_amx_bf16(); }  // amx_off covers every pin but AMX_BF16
 }  // namespace detail
 
 std::string active_simd_target() {
@@ -72,7 +74,7 @@ void set_simd_target(const std::string& name) {
   if (!name.empty()) {
     hwy::SetSupportedTargetsForTest(0);
     const std::string wanted = canonical_target_name(name);
-    if (wanted == kAmxTarget && bf16_target_available() && detail::cpu_has_amx_bf16()) {
+    if (wanted == kAmxTarget && amx_target_available()) {
       chosen = HWY_AVX3;
     } else if (wanted == kBf16Target && bf16_target_available()) {
       chosen = HWY_AVX3;
