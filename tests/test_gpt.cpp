@@ -27,6 +27,7 @@
 #include "jomoim/model/generate.hpp"
 #include "jomoim/model/model.hpp"
 #include "jomoim/model/sampling.hpp"
+#include "jomoim/model/train.hpp"
 #include "model_test_util.hpp"
 
 namespace fs = std::filesystem;
@@ -448,6 +449,38 @@ TEST(WeightFormats, EqualTheFloatModelOnTheRoundedWeights) {
     }
   }
   EXPECT_EQ(checked, 3 * 2 * 2);
+}
+
+// GptModel::set_matmul(bf16) (--matmul bf16): a prompt's products round their inputs to bf16
+// (oneDNN's matmul), so its logits move by a few bf16 steps of the largest logit and no more;
+// passes of up to 16 tokens take the float32 matrix-vector kernels, bit for bit the same.
+TEST(WeightFormats, Bf16MatmulRoundsOnlyThePromptProducts) {
+  const GptConfig cfg = small_config(2, 4, 128, 64, 301);
+  const auto g = random_gpt(cfg, 77);
+  std::vector<std::int32_t> ids(40);
+  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int32_t>((i * 37 + 11) % 301);
+  const std::vector<std::int32_t> few(ids.begin(), ids.begin() + 16);
+  GptModel rounded = g.model();
+  rounded.set_weight_format(WeightFormat::bf16);
+  const double weights_only = relative_error(rounded.logits(ids), g.model().logits(ids));
+  for (const WeightFormat fmt : {WeightFormat::f32, WeightFormat::bf16, WeightFormat::q8})
+    for (int threads : {1, 2}) {
+      GptModel f = g.model(), b = g.model();
+      for (GptModel* m : {&f, &b}) {
+        m->set_threads(threads);
+        if (fmt != WeightFormat::f32) m->set_weight_format(fmt);
+      }
+      b.set_matmul(MatmulPrecision::bf16);
+      ASSERT_EQ(b.matmul(), MatmulPrecision::bf16);
+      ASSERT_EQ(f.matmul(), MatmulPrecision::f32);
+      const std::string what = std::string(weight_format_name(fmt)) + " threads=" + std::to_string(threads);
+      const double err = relative_error(b.logits(ids), f.logits(ids));  // 40 tokens: the GEMMs
+      // Rounding every product's inputs moves the logits about as much as rounding the weights
+      // alone does (the bf16 format, float32 products): a few times that at most.
+      EXPECT_LE(err, 4 * weights_only) << what;
+      if (bf16_matmul_native()) EXPECT_GT(err, 1e-5) << what << ": the prompt's products were not rounded";
+      EXPECT_EQ(b.logits(few), f.logits(few)) << what << ": 16 tokens must stay float32";
+    }
 }
 
 TEST(WeightFormats, HoldTheirBytesAndWidenToTheRoundedWeights) {

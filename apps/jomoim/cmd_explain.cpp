@@ -41,6 +41,7 @@ struct ExplainArgs {
   int top = 10, threads = 0;
   std::string kv_cache = "f32";
   std::string weights = "f32";
+  std::string matmul = "f32";
   std::optional<int> generate;
   float temperature = 0.0f, top_p = 0.95f;
   int top_k = 40;
@@ -638,7 +639,7 @@ void run_explain(const ExplainArgs& a) {
   }
   const ModelDir dir = resolve_model_dir(a.model);
   const Tokenizer tok = Tokenizer::load_dir(dir.path);
-  GptModel model = load_model(dir.path, a.weights);
+  GptModel model = load_model(dir.path, a.weights, a.matmul);
   model.set_threads(a.threads);
   apply_kv_cache(model, a.kv_cache);
 
@@ -784,6 +785,7 @@ void add_explain_command(CLI::App& app) {
   sub->add_option("--threads", a->threads, threads_help)->capture_default_str();
   add_kv_cache_option(sub, a->kv_cache);
   add_weights_option(sub, a->weights);
+  add_matmul_option(sub, a->matmul);
   sub->callback([a, sub] {
     a->sampling_given.clear();
     for (const char* name : {"--temperature", "--top-k", "--top-p", "--seed", "--ignore-eos"})

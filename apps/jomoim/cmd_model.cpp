@@ -38,6 +38,7 @@ struct PredictArgs {
   int threads = 0;
   std::string kv_cache = "f32";
   std::string weights = "f32";
+  std::string matmul = "f32";
   bool json = false;
 };
 
@@ -51,6 +52,7 @@ struct GenerateArgs {
   int threads = 0;
   std::string kv_cache = "f32";
   std::string weights = "f32";
+  std::string matmul = "f32";
   bool ignore_eos = false;
   bool json = false;
 };
@@ -77,7 +79,7 @@ void run_predict(const PredictArgs& a) {
   if (a.top < 1) throw Error("--top must be at least 1, got " + std::to_string(a.top));
   const ModelDir dir = resolve_model_dir(a.model);
   const Tokenizer tok = Tokenizer::load_dir(dir.path);
-  GptModel model = load_model(dir.path, a.weights);
+  GptModel model = load_model(dir.path, a.weights, a.matmul);
   model.set_threads(a.threads);
   apply_kv_cache(model, a.kv_cache);
   const GptConfig& c = model.config();
@@ -93,6 +95,7 @@ void run_predict(const PredictArgs& a) {
               {"prompt", a.text},
               {"kv_cache", kv_format_name(model.kv_format())},
               {"weights", weight_format_name(model.weight_format())},
+              {"matmul", matmul_precision_name(model.matmul())},
               {"ids", ids},
               {"top", json::array()}};
     for (auto id : best)
@@ -121,7 +124,7 @@ void run_generate(const GenerateArgs& a) {
   go.validate();
   const ModelDir dir = resolve_model_dir(a.model);
   const Tokenizer tok = Tokenizer::load_dir(dir.path);
-  GptModel model = load_model(dir.path, a.weights);
+  GptModel model = load_model(dir.path, a.weights, a.matmul);
   model.set_threads(a.threads);
   apply_kv_cache(model, a.kv_cache);
   const GptConfig& c = model.config();
@@ -152,6 +155,7 @@ void run_generate(const GenerateArgs& a) {
               {"seed", go.sampling.seed},
               {"kv_cache", kv_format_name(model.kv_format())},
               {"weights", weight_format_name(model.weight_format())},
+              {"matmul", matmul_precision_name(model.matmul())},
               {"prefill_ms", r.prefill_ms},
               {"decode_ms", r.decode_ms},
               {"prefill_tokens_per_s", prefill_tps},
@@ -196,6 +200,7 @@ struct BenchModelArgs {
   int threads = 0;
   std::string kv_cache = "f32";
   std::string weights = "f32";
+  std::string matmul = "f32";
   bool json = false;
 };
 
@@ -205,7 +210,7 @@ void run_bench_model(const BenchModelArgs& a) {
   if (a.prompt < 1 || a.tokens < 1 || a.reps < 1) throw Error("--prompt, --tokens and --reps must be at least 1");
   const ModelDir dir = resolve_model_dir(a.model);
   const auto t_load = Clock::now();
-  GptModel model = load_model(dir.path, a.weights);
+  GptModel model = load_model(dir.path, a.weights, a.matmul);
   const double load_ms = ms_since(t_load);
   model.set_threads(a.threads);
   apply_kv_cache(model, a.kv_cache);
@@ -260,6 +265,7 @@ void run_bench_model(const BenchModelArgs& a) {
               {"copied_weight_mib", model.copied_bytes() / (1024.0 * 1024.0)},
               {"kv_cache", kv_format_name(cache.format())},
               {"weights", weight_format_name(model.weight_format())},
+              {"matmul", matmul_precision_name(model.matmul())},
               {"kv_cache_mib", cache.bytes() / (1024.0 * 1024.0)},
               {"parameters", c.parameter_count()}};
     std::printf("%s\n", j.dump().c_str());
@@ -268,7 +274,8 @@ void run_bench_model(const BenchModelArgs& a) {
   std::printf("model %s: %lld parameters (%.0f MiB of %s weights, %.0f MiB copied), loaded in %.0f ms\n",
               dir.path.string().c_str(), static_cast<long long>(c.parameter_count()), weights_mib,
               weight_format_name(model.weight_format()), model.copied_bytes() / (1024.0 * 1024.0), load_ms);
-  std::printf("prefill %d tokens: %.1f ms (%.0f tokens/s)\n", a.prompt, pm, a.prompt / (pm / 1e3));
+  std::printf("prefill %d tokens: %.1f ms (%.0f tokens/s, %s products)\n", a.prompt, pm, a.prompt / (pm / 1e3),
+              matmul_precision_name(model.matmul()));
   std::printf("decode  %d tokens: %.1f ms (%.1f tokens/s)\n", a.tokens, dm, a.tokens / (dm / 1e3));
   std::printf(
       "memory: peak RSS %.0f MiB = mapped weights (file-backed) %.0f MiB + allocated %.0f MiB "
@@ -298,6 +305,7 @@ void add_model_commands(CLI::App& app) {
     sub->add_option("--threads", a->threads, "threads (0: all cores)")->capture_default_str();
     add_kv_cache_option(sub, a->kv_cache);
     add_weights_option(sub, a->weights);
+    add_matmul_option(sub, a->matmul);
     sub->add_flag("--json", a->json, "print the distribution as JSON");
     sub->callback([a] { run_predict(*a); });
   }
@@ -315,6 +323,7 @@ void add_model_commands(CLI::App& app) {
     sub->add_option("--threads", a->threads, "threads (0: all cores)")->capture_default_str();
     add_kv_cache_option(sub, a->kv_cache);
     add_weights_option(sub, a->weights);
+    add_matmul_option(sub, a->matmul);
     sub->add_flag("--ignore-eos", a->ignore_eos, "keep going after <|endoftext|>");
     sub->add_flag("--json", a->json, "print the result as one JSON object instead of streaming");
     sub->callback([a] { run_generate(*a); });
@@ -330,6 +339,7 @@ void add_model_commands(CLI::App& app) {
     sub->add_option("--threads", a->threads, "threads (0: all cores)")->capture_default_str();
     add_kv_cache_option(sub, a->kv_cache);
     add_weights_option(sub, a->weights);
+    add_matmul_option(sub, a->matmul);
     sub->add_flag("--json", a->json, "print one JSON object");
     sub->callback([a] { run_bench_model(*a); });
   }

@@ -30,6 +30,7 @@ struct ServeArgs {
   int threads = 1;
   std::string kv_cache = "f32";
   std::string weights = "f32";
+  std::string matmul = "f32";
   int workers = 2;
   std::size_t max_prompt_bytes = 4096;
 };
@@ -47,7 +48,7 @@ void run_serve(const ServeArgs& a) {
   if (a.max_prompt_bytes < 1) throw Error("--max-prompt-bytes must be at least 1");
   const ModelDir dir = resolve_model_dir(a.model);
   const Tokenizer tok = Tokenizer::load_dir(dir.path);
-  GptModel model = load_model(dir.path, a.weights);
+  GptModel model = load_model(dir.path, a.weights, a.matmul);
   model.set_threads(a.threads);
   apply_kv_cache(model, a.kv_cache);
 
@@ -108,6 +109,7 @@ void add_serve_command(CLI::App& app) {
       ->capture_default_str();
   add_kv_cache_option(cmd, args->kv_cache);
   add_weights_option(cmd, args->weights);
+  add_matmul_option(cmd, args->matmul);
   cmd->add_option("--workers", args->workers, "forward passes at once; more requests wait")->capture_default_str();
   cmd->add_option("--max-prompt-bytes", args->max_prompt_bytes, "longest prompt accepted, in UTF-8 bytes")
       ->capture_default_str();

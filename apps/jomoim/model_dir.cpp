@@ -75,10 +75,24 @@ void add_weights_option(CLI::App* sub, std::string& value) {
       ->capture_default_str();
 }
 
-GptModel load_model(const std::filesystem::path& dir, const std::string& weights) {
+void add_matmul_option(CLI::App* sub, std::string& value) {
+  sub->add_option("--matmul", value,
+                  "precision of the prompt's matrix products (more than 16 tokens at once): f32 (float32 inputs, what "
+                  "the float model computes on the --weights format's values); bf16 (activations and weights rounded "
+                  "to bf16 for oneDNN's matmul, float32 sums: AMX or AVX512_BF16 where the CPU has them; faster "
+                  "prefill, logits off by about 1e-2 relative). Decoding one token is float32 either way")
+      ->check(CLI::IsMember({"f32", "bf16"}))
+      ->capture_default_str();
+}
+
+GptModel load_model(const std::filesystem::path& dir, const std::string& weights, const std::string& matmul) {
   const std::optional<WeightFormat> f = parse_weight_format(weights);
   if (!f) throw Error("--weights: unknown format '" + weights + "' (f32, bf16 or q8)");
-  return GptModel::load(dir, *f);
+  const std::optional<MatmulPrecision> mp = parse_matmul_precision(matmul);
+  if (!mp) throw Error("--matmul: unknown precision '" + matmul + "' (f32 or bf16)");
+  GptModel model = GptModel::load(dir, *f);
+  model.set_matmul(*mp);
+  return model;
 }
 
 }  // namespace jomoim::cli

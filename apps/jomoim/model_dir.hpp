@@ -42,6 +42,11 @@ void apply_kv_cache(GptModel& model, const std::string& value);
 // --weights f32|bf16|q8 on a model command (the WeightFormat; default f32), and GptModel::load
 // in that format (Error for an unknown name, or a model that format cannot hold).
 void add_weights_option(CLI::App* sub, std::string& value);
-GptModel load_model(const std::filesystem::path& dir, const std::string& weights);
+// --matmul f32|bf16 on a model command: the precision of a prompt's matrix products
+// (GptModel::set_matmul; default f32).
+void add_matmul_option(CLI::App* sub, std::string& value);
+// GptModel::load in `weights`' format with `matmul`'s precision (Error for an unknown name, or a
+// model that format cannot hold).
+GptModel load_model(const std::filesystem::path& dir, const std::string& weights, const std::string& matmul = "f32");
 
 }  // namespace jomoim::cli

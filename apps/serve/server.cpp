@@ -142,6 +142,7 @@ struct ExplorerServer::Impl {
     return {{"name", opt.model_name},
             {"kv_cache", kv_format_name(model.kv_format())},
             {"weights", weight_format_name(model.weight_format())},
+            {"matmul", matmul_precision_name(model.matmul())},
             {"n_layer", c.n_layer},
             {"n_head", c.n_head},
             {"n_embd", c.n_embd},

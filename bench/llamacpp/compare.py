@@ -20,7 +20,8 @@ build/lctimer is missing. Everything it makes goes to bench/llamacpp/build/.
    context; where the model's context is shorter, the prompt is cut to context - tokens (and
    prefill uses the longest such prompt), as the tables say. jomoim: `bench-model` with F32
    weights and each KV cache (f32, bf16, q8), and BF16 / Q8 weights (--weights) with an f32 KV
-   cache and with the KV cache of their own precision. llama.cpp: F32, F16, Q8_0 weights (its
+   cache and with the KV cache of their own precision; then each precision with --matmul bf16 (a
+   prompt's products on bf16 inputs). llama.cpp: F32, F16, Q8_0 weights (its
    default f16 KV cache), flash attention on and off; its best setting is reported for each figure.
 """
 import argparse
@@ -46,11 +47,15 @@ WEIGHTS = ("f32", "f16", "q8_0")
 JOMOIM_KV = ("f32", "bf16", "q8")
 # jomoim's runs: (weights, KV cache). F32 with each KV cache; bf16 and q8 weights with an f32 KV
 # cache and with the KV cache of the same precision.
-JOMOIM_RUNS = [("f32", kv) for kv in JOMOIM_KV] + [("bf16", "f32"), ("bf16", "bf16"), ("q8", "f32"), ("q8", "q8")]
+# (weights, KV cache, --matmul): the last three round a prompt's products' inputs to bf16 (oneDNN's
+# bf16 matmul: AMX or AVX512_BF16), as llama.cpp's F16 and Q8_0 products round theirs.
+JOMOIM_RUNS = ([("f32", kv, "f32") for kv in JOMOIM_KV] +
+               [("bf16", "f32", "f32"), ("bf16", "bf16", "f32"), ("q8", "f32", "f32"), ("q8", "q8", "f32")] +
+               [("f32", "f32", "bf16"), ("bf16", "bf16", "bf16"), ("q8", "q8", "bf16")])
 
 
-def jomoim_label(w, kv):
-    return f"jomoim {w.upper()}, {kv} KV"
+def jomoim_label(w, kv, mm="f32"):
+    return f"jomoim {w.upper()}, {kv} KV" + (", bf16 products" if mm == "bf16" else "")
 PROMPTS = ["Cash or credit card? I have a lot", "Once upon a time"]
 TOP = 20
 
@@ -316,9 +321,10 @@ def specs_for(n_pos, tokens):
 def runners(model_dir, gg, P, N, reps, threads, prefill_spec):
     common = ["--prompt", str(P), "--tokens", str(N), "--reps", str(reps), "--threads", str(threads)]
     out = []
-    for w, kv in JOMOIM_RUNS:
-        out.append((jomoim_label(w, kv), ("jomoim", w.upper(), kv, "-"),
-                    [JOMOIM, "bench-model", "--model", model_dir, "--weights", w, "--kv-cache", kv, "--json"] + common))
+    for w, kv, mm in JOMOIM_RUNS:
+        out.append((jomoim_label(w, kv, mm), ("jomoim", w.upper(), kv, "-"),
+                    [JOMOIM, "bench-model", "--model", model_dir, "--weights", w, "--kv-cache", kv, "--matmul", mm,
+                     "--json"] + common))
     # llama.cpp decode runs prefill once and re-decode after cutting the KV cache back to the prompt
     pre = ["--prefill-reps", str(reps if prefill_spec else 1)]
     for w in WEIGHTS:
@@ -413,11 +419,11 @@ def speed_tables(models, jobs, res, rounds, reps, tokens):
                    ", ".join(c.replace("decode", "d") for c in cols) + ") | peak RSS MiB |")
         out.append("|---|---|---|" + "---:|" * len(cols) + "---|---:|")
         rows = []
-        for w, kv in JOMOIM_RUNS:
-            lab = jomoim_label(w, kv)
+        for w, kv, mm in JOMOIM_RUNS:
+            lab = jomoim_label(w, kv, mm)
             figs = [figure(lab, c)[0] for c in cols]
-            rows.append(("jomoim", w.upper(), kv, [fmt(f) for f in figs], [f / base[c] for f, c in zip(figs, cols)],
-                         rss(lab)))
+            rows.append(("jomoim", w.upper() + (" (bf16 products)" if mm == "bf16" else ""), kv, [fmt(f) for f in figs],
+                         [f / base[c] for f, c in zip(figs, cols)], rss(lab)))
         for w in WEIGHTS:
             cells, ratios, rs = [], [], []
             for c in cols:

@@ -203,6 +203,7 @@ class Model:
         threads: Optional[int] = None,
         kv_cache: str = "f32",
         weights: str = "f32",
+        matmul: str = "f32",
     ) -> "Model":
         """Loads the model directory `path`; None: default_model_dir() ($JOMOIM_MODEL, else the
         repository's models/default).
@@ -218,6 +219,11 @@ class Model:
         exactly); "q8" (8-bit blocks of 32 inputs with a float scale, quantized at load). The
         products widen the stored weights and accumulate in float32; activations, LayerNorms,
         biases and the position embedding stay float32. See docs/design.md, "The weight formats".
+        matmul: the precision of a prompt's matrix products (passes of more than 16 tokens), as
+        the commands' --matmul: "f32" (float32 inputs: what the float model computes on the
+        weights as held); "bf16" (activations and weights rounded to bfloat16 for oneDNN's
+        matmul, float32 sums; AMX or AVX512_BF16 where the CPU has them): faster prompts, logits
+        off by about 1e-2 relative. Passes of up to 16 tokens are float32 either way.
         Raises jomoim.Error naming the directory, file or tensor that is missing or malformed
         (no such directory, no vocab.json, a tensor whose shape disagrees with config.json ...).
         """
@@ -242,8 +248,12 @@ class Model:
             raise TypeError(f"weights: expected 'f32', 'bf16' or 'q8', got {type(weights).__name__}")
         if weights not in ("f32", "bf16", "q8"):
             raise Error(f"weights: expected 'f32', 'bf16' or 'q8', got {weights!r}")
+        if not isinstance(matmul, str):
+            raise TypeError(f"matmul: expected 'f32' or 'bf16', got {type(matmul).__name__}")
+        if matmul not in ("f32", "bf16"):
+            raise Error(f"matmul: expected 'f32' or 'bf16', got {matmul!r}")
         self = object.__new__(cls)
-        self._core = _Model(os.fsencode(where), n, kv_cache, weights)  # bytes: any path the OS allows
+        self._core = _Model(os.fsencode(where), n, kv_cache, weights, matmul)  # bytes: any path the OS allows
         self._path = where
         return self
 
@@ -261,6 +271,11 @@ class Model:
     def weights(self) -> str:
         """The weight format: "f32", "bf16" or "q8" (Model.load's weights)."""
         return self._core.weights
+
+    @property
+    def matmul(self) -> str:
+        """The precision of a prompt's matrix products: "f32" or "bf16" (Model.load's matmul)."""
+        return self._core.matmul
 
     @property
     def weight_bytes(self) -> int:

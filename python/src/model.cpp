@@ -246,18 +246,22 @@ class Generation {
 
 class Model {
  public:
-  Model(const std::string& dir, int threads, const std::string& kv_cache, const std::string& weights) {
+  Model(const std::string& dir, int threads, const std::string& kv_cache, const std::string& weights,
+        const std::string& matmul) {
     if (threads < 0) throw Error("threads: expected a positive count or None, got " + std::to_string(threads));
     const std::optional<KvFormat> kv = parse_kv_format(kv_cache);
     if (!kv) throw Error("kv_cache: expected 'f32', 'bf16' or 'q8', got '" + kv_cache + "'");
     const std::optional<WeightFormat> wf = parse_weight_format(weights);
     if (!wf) throw Error("weights: expected 'f32', 'bf16' or 'q8', got '" + weights + "'");
+    const std::optional<MatmulPrecision> mp = parse_matmul_precision(matmul);
+    if (!mp) throw Error("matmul: expected 'f32' or 'bf16', got '" + matmul + "'");
     py::gil_scoped_release unlocked;
     // The tokenizer first, as the commands do: a directory without vocab.json says so.
     Tokenizer tok = Tokenizer::load_dir(dir);
     GptModel model = GptModel::load(dir, *wf);
     model.set_threads(threads);
     model.set_kv_format(*kv);
+    model.set_matmul(*mp);
     m_ = std::make_shared<const Loaded>(Loaded{std::move(model), std::move(tok)});
   }
 
@@ -279,6 +283,7 @@ class Model {
   int threads() const { return m_->model.threads(); }
   std::string kv_cache() const { return kv_format_name(m_->model.kv_format()); }
   std::string weights() const { return weight_format_name(m_->model.weight_format()); }
+  std::string matmul() const { return matmul_precision_name(m_->model.matmul()); }
   std::size_t weight_bytes() const { return m_->model.weight_bytes(); }
   std::size_t tokenizer_size() const { return m_->tokenizer.vocab_size(); }
   std::optional<std::int32_t> eos_id() const { return m_->tokenizer.eos_id(); }
@@ -400,13 +405,14 @@ void bind_model(py::module_& m) {
   // Where the repository's default model is (the source tree this module was built from).
   py::class_<Model>(m, "_Model",
                     "The compiled core of jomoim.Model (see python/jomoim/model.py); text arguments are UTF-8 bytes.")
-      .def(py::init<const std::string&, int, const std::string&, const std::string&>(), py::arg("path"),
-           py::arg("threads"), py::arg("kv_cache"), py::arg("weights"))
+      .def(py::init<const std::string&, int, const std::string&, const std::string&, const std::string&>(),
+           py::arg("path"), py::arg("threads"), py::arg("kv_cache"), py::arg("weights"), py::arg("matmul"))
       .def_property_readonly("config", &Model::config)
       .def_property_readonly("parameter_count", &Model::parameter_count)
       .def_property_readonly("threads", &Model::threads)
       .def_property_readonly("kv_cache", &Model::kv_cache)
       .def_property_readonly("weights", &Model::weights)
+      .def_property_readonly("matmul", &Model::matmul)
       .def_property_readonly("weight_bytes", &Model::weight_bytes)
       .def_property_readonly("tokenizer_size", &Model::tokenizer_size)
       .def_property_readonly("eos_id", &Model::eos_id)

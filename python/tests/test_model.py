@@ -847,6 +847,33 @@ def test_weight_formats(w):
     assert b["weights_mib"] == pytest.approx(m.weight_bytes / 2**20, rel=1e-9)
 
 
+def test_matmul_bf16():
+    # Model.load(matmul="bf16") / --matmul bf16: a prompt's products (more than 16 tokens) round
+    # their inputs to bf16; up to 16 tokens nothing changes. The commands say which they used.
+    kf = manifest()["kv_formats"]
+    d = os.path.join(ROOT, kf["dir"])
+    f = jomoim.Model.load(d)
+    b = jomoim.Model.load(d, matmul="bf16", weights="q8")
+    assert (f.matmul, b.matmul, b.weights) == ("f32", "bf16", "q8")
+    fq = jomoim.Model.load(d, weights="q8")
+    long_ids = [(7 * i + 3) % 50 for i in range(40)]
+    err = rel(b.logits(long_ids), fq.logits(long_ids))
+    assert err <= 0.1, err
+    assert np.array_equal(b.logits(long_ids[:16]), fq.logits(long_ids[:16]))
+    with pytest.raises(jomoim.Error, match="matmul"):
+        jomoim.Model.load(d, matmul="int8")
+    with pytest.raises(TypeError, match="matmul"):
+        jomoim.Model.load(d, matmul=16)
+    for cmd in (["predict", "--top", "3", "hello"], ["generate", "-n", "2", "--temperature", "0", "hello"],
+                ["bench-model", "--prompt", "20", "--tokens", "2", "--reps", "1"]):
+        j = cli_json(*cmd[:1], "--model", d, "--matmul", "bf16", *cmd[1:])
+        assert j["matmul"] == "bf16", cmd
+    ex = cli_json("explain", "--model", d, "--matmul", "bf16", "I have a lot")
+    assert ex["model"]["matmul"] == "bf16"
+    p = cli("predict", "--model", d, "--matmul", "int8", "hi", ok=False)
+    assert p.returncode != 0 and b"--matmul" in p.stderr
+
+
 def test_weight_format_refusals():
     with pytest.raises(jomoim.Error, match="weights: expected 'f32', 'bf16' or 'q8', got 'q4'"):
         jomoim.Model.load(variant_dir("f32"), weights="q4")

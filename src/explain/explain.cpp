@@ -595,10 +595,12 @@ ExplainPrompt explain_prompt(const GptModel& model, const Tokenizer& tok, const 
 
 json opt_f64(const std::optional<double>& x) { return x ? f64(*x) : json(nullptr); }
 
-json model_json(const GptConfig& c, const std::string& name, KvFormat kv, WeightFormat weights) {
+json model_json(const GptConfig& c, const std::string& name, KvFormat kv, WeightFormat weights,
+                MatmulPrecision matmul) {
   return {{"name", text::to_valid_utf8(name)},
           {"kv_cache", kv_format_name(kv)},
           {"weights", weight_format_name(weights)},
+          {"matmul", matmul_precision_name(matmul)},
           {"n_layer", c.n_layer},
           {"n_head", c.n_head},
           {"n_embd", c.n_embd},
@@ -895,7 +897,7 @@ nlohmann::json head_roles(const GptModel& model, const Tokenizer& tokenizer, con
   const Probe probe = run_probe(model, tokenizer, swap_qk);
   json j;
   j["schema"] = "jomoim.heads/1";
-  j["model"] = model_json(c, model_name, model.kv_format(), model.weight_format());
+  j["model"] = model_json(c, model_name, model.kv_format(), model.weight_format(), model.matmul());
   j["prompt"] = prompt ? json(text::to_valid_utf8(*prompt)) : json(nullptr);
   j["swap_qk"] = swap_qk;
   if (prompt) {
@@ -944,6 +946,7 @@ Explanation explain_result(const GptModel& model, const Tokenizer& tokenizer, co
   e.config = c;
   e.kv_cache = model.kv_format();
   e.weights = model.weight_format();
+  e.matmul = model.matmul();
   e.model_name = options.model_name;
   e.options = options;
   std::vector<int>& silenced = e.options.silence;
@@ -971,7 +974,7 @@ nlohmann::json to_json(const Explanation& e, const ExplainJsonOptions& jo) {
   const bool col = notation == ExplainNotation::col3b1b;
   json j;
   j["schema"] = "jomoim.explain/1";
-  j["model"] = model_json(e.config, e.model_name, e.kv_cache, e.weights);
+  j["model"] = model_json(e.config, e.model_name, e.kv_cache, e.weights, e.matmul);
   j["notation"] = notation_name(notation);
   j["formula"] = col ? "V softmax(K^T Q / sqrt(d))" : "softmax(Q K^T / sqrt(d)) V";
   j["softmax_over"] = col ? "columns" : "rows";

@@ -144,13 +144,17 @@ std::vector<float> GptModel::forward(std::span<const std::int32_t> ids, KvCache&
   } else {
     layers::embed(params_.wte, params_.wpe, C, ids.data(), T, past, x.data());
   }
+  // The products' precision (set_matmul): bf16 only for a prompt's products (more than 16 rows),
+  // so that one token, or a few, take the float32 matrix-vector kernels on every format alike.
+  const model_blas::Precision precision =
+      matmul_ == MatmulPrecision::bf16 && T > 16 ? model_blas::Precision::bf16 : model_blas::Precision::f32;
   // y[N, out] = in[N, in_w] W + b for one of a block's matrices, in the model's weight format.
   auto linear = [&](const PackedMatrix* m, const LinearParams& lp, const float* in, int N, int in_w, int out_w,
                     float* y) {
     if (m)
-      packed_linear(in, N, *m, lp.bias, y, static_cast<std::size_t>(out_w), threads_);
+      packed_linear(in, N, *m, lp.bias, y, static_cast<std::size_t>(out_w), threads_, precision);
     else
-      layers::linear(in, N, in_w, out_w, lp.weight, lp.bias, y, threads_);
+      layers::linear(in, N, in_w, out_w, lp.weight, lp.bias, y, threads_, precision);
   };
   if (trace) {
     for (int t = 0; t < T; ++t) {
@@ -336,9 +340,9 @@ std::vector<float> GptModel::forward(std::span<const std::int32_t> ids, KvCache&
   layers::layer_norm(xs, rows, C, params_.ln_f.weight, params_.ln_f.bias, eps, h.data(), nullptr, nullptr, threads_);
   std::vector<float> logits(static_cast<std::size_t>(rows) * V);
   if (pw)
-    packed_linear(h.data(), rows, pw->wte, nullptr, logits.data(), static_cast<std::size_t>(V), threads_);
+    packed_linear(h.data(), rows, pw->wte, nullptr, logits.data(), static_cast<std::size_t>(V), threads_, precision);
   else
-    layers::tied_head(h.data(), rows, C, params_.wte, V, logits.data(), threads_);
+    layers::tied_head(h.data(), rows, C, params_.wte, V, logits.data(), threads_, precision);
   return logits;
 }
 

@@ -36,6 +36,14 @@ std::optional<WeightFormat> parse_weight_format(std::string_view s) {
   return std::nullopt;
 }
 
+const char* matmul_precision_name(MatmulPrecision p) { return p == MatmulPrecision::bf16 ? "bf16" : "f32"; }
+
+std::optional<MatmulPrecision> parse_matmul_precision(std::string_view s) {
+  if (s == "f32" || s == "float32") return MatmulPrecision::f32;
+  if (s == "bf16" || s == "bfloat16") return MatmulPrecision::bf16;
+  return std::nullopt;
+}
+
 namespace {
 
 // Up to this many activation rows, products read the stored weights directly (once per group
@@ -133,7 +141,7 @@ std::size_t PackedWeights::bytes() const {
 }
 
 void packed_linear(const float* x, int N, const PackedMatrix& W, const float* bias, float* y, std::size_t ldy,
-                   int threads) {
+                   int threads, model_blas::Precision precision) {
   const int R = W.rows, K = W.cols;
   if (N <= 0 || R <= 0) return;
   if (N <= kMatvecRows) {
@@ -195,7 +203,7 @@ void packed_linear(const float* x, int N, const PackedMatrix& W, const float* bi
       for (int c = 0; c < (n + 15) / 16; ++c)
         W.rows_f32(r0 + 16 * c, std::min(16, n - 16 * c), t + static_cast<std::size_t>(16) * c * K);
     }
-    model_blas::gemm(false, true, N, n, K, 1.0f, x, K, t, K, 1.0f, y + r0, static_cast<int>(ldy), threads);
+    model_blas::gemm(false, true, N, n, K, 1.0f, x, K, t, K, 1.0f, y + r0, static_cast<int>(ldy), threads, precision);
   }
 }
 

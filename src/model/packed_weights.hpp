@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "blas.hpp"
 #include "jomoim/model/model.hpp"
 
 namespace jomoim {
@@ -54,7 +55,8 @@ struct PackedWeights {
 // y[N, W.rows] (row stride ldy) = x[N, W.cols] W^T (+ bias): for N <= 16 the matvec kernels
 // (groups of rows sharing each weight read), outputs split across threads; above, tiles of 256 outputs widened into
 // float32 (a per-thread scratch of 256 * cols floats) and multiplied by model_blas::gemm.
+// With precision bf16 the GEMMs round x and the widened tiles to bf16 (model_blas::Precision).
 void packed_linear(const float* x, int N, const PackedMatrix& W, const float* bias, float* y, std::size_t ldy,
-                   int threads);
+                   int threads, model_blas::Precision precision = model_blas::Precision::f32);
 
 }  // namespace jomoim

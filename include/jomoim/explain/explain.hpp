@@ -202,8 +202,9 @@ struct ExplainPrompt {
 };
 struct Explanation {
   GptConfig config;
-  KvFormat kv_cache = KvFormat::f32;         // the format of the passes' KV caches (GptModel::kv_format)
-  WeightFormat weights = WeightFormat::f32;  // the model's weight format (GptModel::weight_format)
+  KvFormat kv_cache = KvFormat::f32;              // the format of the passes' KV caches (GptModel::kv_format)
+  WeightFormat weights = WeightFormat::f32;       // the model's weight format (GptModel::weight_format)
+  MatmulPrecision matmul = MatmulPrecision::f32;  // its prompt products' precision (GptModel::matmul)
   std::string model_name;
   ExplainOptions options;  // as asked, silence sorted and unique
   ExplainPrompt main;

@@ -208,6 +208,16 @@ struct ForwardTrace {
   std::vector<float> mlp_output;   // [n_layer, P, n_embd] each block's MLP output (bias included)
 };
 
+// The precision of the inputs of the model's matrix products: float32, or bfloat16 (inputs
+// rounded to bf16, nearest even, per product; float32 sums and outputs, through oneDNN's matmul:
+// AMX tiles or AVX512_BF16 instructions where the CPU has them, float32 products where oneDNN
+// has no bf16 matmul, i.e. without AVX-512). Training: TrainingModel::set_matmul_precision;
+// inference: GptModel::set_matmul (the prompt's products only).
+enum class MatmulPrecision { f32, bf16 };
+// "f32" / "float32", "bf16" / "bfloat16" (nullopt otherwise), and the short name.
+std::optional<MatmulPrecision> parse_matmul_precision(std::string_view name);
+const char* matmul_precision_name(MatmulPrecision p);
+
 struct ForwardOptions {
   // Absolute positions whose keys nobody hears, in every layer and head (their queries still
   // run). A query whose every visible key is silenced receives zeros (the engine's rule).
@@ -264,6 +274,14 @@ class GptModel {
   // Bytes of every weight as held now (the matrices in their format, the rest float32).
   std::size_t weight_bytes() const;
 
+  // The precision of the products of a prompt's linear layers and tied head (forward calls of
+  // more than 16 tokens; fewer go through the matrix-vector kernels, float32 always): f32 (the
+  // default) computes what the float model computes on the format's weights; bf16 also rounds the
+  // activations to bf16 for oneDNN's matmul, for speed (about 1.8x GPT-2 small's prefill on an
+  // Intel Xeon with AMX, bench/NOTES.md), at a relative logit error of about 1e-2.
+  void set_matmul(MatmulPrecision precision) { matmul_ = precision; }
+  MatmulPrecision matmul() const { return matmul_; }
+
   // Threads for attention and for OpenBLAS (0: OpenMP's default). Process-wide for OpenBLAS.
   void set_threads(int threads);
   int threads() const { return threads_; }
@@ -291,6 +309,7 @@ class GptModel {
   int threads_ = 0;
   KvFormat kv_format_ = KvFormat::f32;
   WeightFormat weight_format_ = WeightFormat::f32;
+  MatmulPrecision matmul_ = MatmulPrecision::f32;
   // A model whose matrices are already packed (load() in bf16 / q8): `small` holds the float32
   // tensors (matrix pointers null), copied into the packed weights.
   GptModel(GptConfig config, const GptParams& small, std::shared_ptr<PackedWeights> packed, WeightFormat format);

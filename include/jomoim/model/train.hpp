@@ -34,9 +34,8 @@ struct ParamTensor {
 };
 std::vector<ParamTensor> param_layout(const GptConfig& config);
 
-// The precision of the matrix products' inputs in training: float32, or bfloat16 (inputs
-// rounded to bf16 per product; accumulation, outputs, weights, gradients and AdamW stay float32).
-enum class MatmulPrecision { f32, bf16 };
+// MatmulPrecision (model.hpp) in training: bf16 rounds every product's inputs, the backward
+// pass's too; accumulation, outputs, weights, gradients and AdamW stay float32.
 // Whether this CPU multiplies bf16 natively (AVX512_BF16); elsewhere bf16 is emulated and slow.
 bool bf16_matmul_native();
 
