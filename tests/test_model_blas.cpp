@@ -4,10 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "model/blas.hpp"
@@ -58,3 +60,90 @@ TEST(ModelBlas, MatvecColsMatchFloat64AndDoNotDependOnThreads) {
 }
 
 }  // namespace
+
+namespace {
+
+std::uint16_t bf16_nearest_even(float f) {  // the reference rounding, one value at a time
+  std::uint32_t b;
+  std::memcpy(&b, &f, 4);
+  if ((b & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<std::uint16_t>((b >> 16) | 0x40u);
+  return static_cast<std::uint16_t>((b + 0x7FFFu + ((b >> 16) & 1u)) >> 16);
+}
+
+float widen(std::uint16_t h) {
+  const std::uint32_t b = static_cast<std::uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &b, 4);
+  return f;
+}
+
+}  // namespace
+
+// round_to_bf16 (a loop below 4,096 values, oneDNN's reorder above): nearest even, ties and
+// carries into the exponent included, infinities kept, NaN still NaN.
+TEST(ModelBlas, RoundToBf16IsNearestEven) {
+  std::mt19937_64 rng(11);
+  std::normal_distribution<float> nd(0.0f, 100.0f);
+  for (std::size_t n : {std::size_t(1), std::size_t(37), std::size_t(4095), std::size_t(4096), std::size_t(70001)}) {
+    std::vector<float> x(n);
+    for (auto& v : x) v = nd(rng);
+    const float specials[] = {1.0f + std::ldexp(1.0f, -8),      // a tie: stays even (1.0)
+                              1.0f + 3 * std::ldexp(1.0f, -8),  // a tie: up to even
+                              std::nextafter(2.0f, 0.0f),       // carries into the exponent
+                              std::numeric_limits<float>::infinity(),
+                              -std::numeric_limits<float>::infinity(),
+                              std::numeric_limits<float>::quiet_NaN(),
+                              0.0f,
+                              -0.0f};
+    for (std::size_t i = 0; i < std::size(specials) && i < n; ++i) x[i] = specials[i];
+    std::vector<std::uint16_t> got(n, 0xDEAD);
+    jomoim::model_blas::round_to_bf16(x.data(), n, got.data());
+    for (std::size_t i = 0; i < n; ++i) {
+      if (std::isnan(x[i])) {
+        EXPECT_TRUE(std::isnan(widen(got[i]))) << "n " << n << " at " << i;
+      } else {
+        ASSERT_EQ(got[i], bf16_nearest_even(x[i])) << "n " << n << " at " << i << ": " << x[i];
+      }
+    }
+  }
+}
+
+// gemm_bf16_nt: C = A B^T (+ C) on bf16 inputs against a float64 sum of the same bf16 values,
+// within float32 accumulation's error; strided operands; C's padding untouched.
+TEST(ModelBlas, Bf16NtProductMatchesFloat64) {
+  std::mt19937_64 rng(5);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (const auto& [M, N, K] :
+       {std::tuple{16, 16, 16}, std::tuple{17, 33, 40}, std::tuple{224, 768, 256}, std::tuple{40, 300, 1024}})
+    for (bool accumulate : {false, true})
+      for (int threads : {1, 2}) {
+        const int lda = K + 3, ldb = K + 5, ldc = N + 7;
+        std::vector<std::uint16_t> a(static_cast<std::size_t>(M) * lda), b(static_cast<std::size_t>(N) * ldb);
+        for (auto& v : a) v = bf16_nearest_even(nd(rng));
+        for (auto& v : b) v = bf16_nearest_even(nd(rng));
+        std::vector<float> c(static_cast<std::size_t>(M) * ldc);
+        for (auto& v : c) v = nd(rng);
+        const std::vector<float> c0 = c;
+        if (!jomoim::model_blas::gemm_bf16_nt(M, N, K, a.data(), lda, b.data(), ldb, accumulate, c.data(), ldc,
+                                              threads)) {
+          EXPECT_EQ(c, c0) << "refused, but wrote";
+          GTEST_SKIP() << "oneDNN has no bf16 matmul on this CPU";
+        }
+        for (int i = 0; i < M; ++i)
+          for (int j = 0; j < ldc; ++j) {
+            const std::size_t at = static_cast<std::size_t>(i) * ldc + j;
+            if (j >= N) {
+              ASSERT_EQ(c[at], c0[at]) << "padding written at " << i << "," << j;
+              continue;
+            }
+            double s = accumulate ? c0[at] : 0.0, mag = accumulate ? std::abs(c0[at]) : 0.0;
+            for (int k = 0; k < K; ++k) {
+              const double p = double(widen(a[std::size_t(i) * lda + k])) * widen(b[std::size_t(j) * ldb + k]);
+              s += p;
+              mag += std::abs(p);
+            }
+            ASSERT_NEAR(c[at], s, 2 * (K + 1) * std::ldexp(1.0, -24) * mag + 1e-30)
+                << M << "x" << N << "x" << K << " at " << i << "," << j;
+          }
+      }
+}

@@ -8,6 +8,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -90,6 +91,99 @@ void gemm_bf16(bool transA, bool transB, int M, int N, int K, const float* A, in
   stream.wait();
   omp_set_num_threads(saved);
 }
+
+// C = A B^T (+ C) with A and B in bf16 already: the matmul alone (primitives made once per shape).
+struct Bf16NtProduct {
+  dnnl::memory::desc a, b, c;
+  dnnl::matmul prim;
+};
+
+}  // namespace
+
+bool gemm_bf16_nt(int M, int N, int K, const std::uint16_t* A, int lda, const std::uint16_t* B, int ldb,
+                  bool accumulate, float* C, int ldc, int threads) {
+  using dnnl::memory;
+  if (M <= 0 || N <= 0) return true;
+  const int nt = resolve_threads(threads);
+  using Key = std::tuple<int, int, int, int, int, int, bool, int>;
+  static std::mutex mu;
+  static std::map<Key, std::shared_ptr<Bf16NtProduct>> cache;
+  std::shared_ptr<Bf16NtProduct> p;
+  try {
+    std::lock_guard<std::mutex> lock(mu);
+    auto& slot = cache[Key{M, N, K, lda, ldb, ldc, accumulate, nt}];
+    if (!slot) {
+      auto q = std::make_shared<Bf16NtProduct>();
+      q->a = memory::desc({M, K}, memory::data_type::bf16, memory::dims{lda, 1});
+      q->b = memory::desc({K, N}, memory::data_type::bf16, memory::dims{1, ldb});  // B stored [N, K]
+      q->c = memory::desc({M, N}, memory::data_type::f32, memory::dims{ldc, 1});
+      dnnl::primitive_attr attr;
+      if (accumulate) {
+        dnnl::post_ops po;
+        po.append_sum(1.0f);
+        attr.set_post_ops(po);
+      }
+      const int saved = omp_get_max_threads();
+      omp_set_num_threads(nt);
+      q->prim = dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(q->a, q->b, q->c), attr, cpu_engine()));
+      omp_set_num_threads(saved);
+      slot = q;
+    }
+    p = slot;
+  } catch (const dnnl::error&) {
+    return false;  // no bf16 matmul for this CPU
+  }
+  memory am(p->a, cpu_engine(), const_cast<std::uint16_t*>(A)), bm(p->b, cpu_engine(), const_cast<std::uint16_t*>(B)),
+      cm(p->c, cpu_engine(), C);
+  dnnl::stream stream(cpu_engine());
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(nt);
+  p->prim.execute(stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+  stream.wait();
+  omp_set_num_threads(saved);
+  return true;
+}
+
+void round_to_bf16(const float* x, std::size_t n, std::uint16_t* out) {
+  // oneDNN's reorder (JIT-compiled for the CPU; a plain loop here ran at about 1 ns a value),
+  // made once per length.
+  if (n >= 4096 && n <= std::size_t(INT32_MAX)) {
+    using dnnl::memory;
+    static std::mutex mu;
+    static std::map<std::size_t, std::shared_ptr<dnnl::reorder>> cache;
+    std::shared_ptr<dnnl::reorder> r;
+    try {
+      std::lock_guard<std::mutex> lock(mu);
+      auto& slot = cache[n];
+      if (!slot) {
+        const memory::dims d{static_cast<memory::dim>(n)};
+        slot = std::make_shared<dnnl::reorder>(dnnl::reorder::primitive_desc(
+            cpu_engine(), memory::desc(d, memory::data_type::f32, memory::format_tag::a), cpu_engine(),
+            memory::desc(d, memory::data_type::bf16, memory::format_tag::a)));
+      }
+      r = slot;
+    } catch (const dnnl::error&) {
+      r = nullptr;
+    }
+    if (r) {
+      const memory::dims d{static_cast<memory::dim>(n)};
+      memory src(memory::desc(d, memory::data_type::f32, memory::format_tag::a), cpu_engine(), const_cast<float*>(x));
+      memory dst(memory::desc(d, memory::data_type::bf16, memory::format_tag::a), cpu_engine(), out);
+      dnnl::stream stream(cpu_engine());
+      r->execute(stream, src, dst);
+      stream.wait();
+      return;
+    }
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    std::uint32_t b;
+    std::memcpy(&b, x + i, 4);
+    const std::uint32_t rounded = (b + 0x7FFFu + ((b >> 16) & 1u)) >> 16;
+    out[i] = static_cast<std::uint16_t>((b & 0x7FFFFFFFu) > 0x7F800000u ? (b >> 16) | 0x40u : rounded);
+  }
+}
+
+namespace {
 
 // y[N] = beta y + alpha x[K] B for B [K, N] (GPT-2's [in, out] weights), in kColsParts fixed
 // ranges of B's rows: each range's product into its own buffer (matvec::f32_cols), then the

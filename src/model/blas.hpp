@@ -13,6 +13,9 @@
 // the same for a given thread count).
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
+
 namespace jomoim::model_blas {
 
 // The precision of a product's inputs. bf16: A and B are rounded to bfloat16 (nearest even)
@@ -27,5 +30,14 @@ bool bf16_native();
 // (<= 0: OpenMP's default). transA / transB: A is stored [K, M] / B is stored [N, K].
 void gemm(bool transA, bool transB, int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb,
           float beta, float* C, int ldc, int threads, Precision precision = Precision::f32);
+
+// C[M, N] = A B^T (+ C when accumulate) for A [M, K] and B [N, K] already in bf16, row-major
+// with leading dimensions lda and ldb, C float32: oneDNN's bf16 matmul on `threads` threads, no
+// conversion of the inputs. False, with C untouched, where oneDNN has no bf16 matmul.
+bool gemm_bf16_nt(int M, int N, int K, const std::uint16_t* A, int lda, const std::uint16_t* B, int ldb,
+                  bool accumulate, float* C, int ldc, int threads);
+
+// out[i] = x[i] rounded to bf16, nearest even (what the bf16 products' conversion does); NaN stays NaN.
+void round_to_bf16(const float* x, std::size_t n, std::uint16_t* out);
 
 }  // namespace jomoim::model_blas

@@ -140,6 +140,40 @@ std::size_t PackedWeights::bytes() const {
   return b;
 }
 
+namespace {
+
+// y += x W^T with bf16 inputs (GptModel::set_matmul): x rounded once, then one bf16 matmul for a
+// bf16 matrix as stored, or per tile of 256 dequantized q8 rows rounded to bf16. False (y as it
+// was) where oneDNN has no bf16 matmul.
+bool bf16_prompt(const float* x, int N, const PackedMatrix& W, float* y, std::size_t ldy, int threads, int nt) {
+  constexpr int kTile = 256;
+  const int R = W.rows, K = W.cols;
+  thread_local std::vector<std::uint16_t> xb, tb;
+  thread_local std::vector<float> tile;
+  xb.resize(static_cast<std::size_t>(N) * K);
+  model_blas::round_to_bf16(x, xb.size(), xb.data());
+  if (W.format == WeightFormat::bf16)
+    return model_blas::gemm_bf16_nt(N, R, K, xb.data(), K, W.bf16.data(), K, true, y, static_cast<int>(ldy), threads);
+  tile.resize(static_cast<std::size_t>(std::min(kTile, R)) * K);
+  tb.resize(tile.size());
+  float* t32 = tile.data();  // the parallel region's threads see their own thread_locals
+  std::uint16_t* t16 = tb.data();
+  for (int r0 = 0; r0 < R; r0 += kTile) {
+    const int n = std::min(kTile, R - r0);
+#pragma omp parallel for schedule(static) num_threads(nt)
+    for (int c = 0; c < (n + 15) / 16; ++c)
+      W.rows_f32(r0 + 16 * c, std::min(16, n - 16 * c), t32 + static_cast<std::size_t>(16) * c * K);
+    model_blas::round_to_bf16(t32, static_cast<std::size_t>(n) * K, t16);
+    if (!model_blas::gemm_bf16_nt(N, n, K, xb.data(), K, t16, K, true, y + r0, static_cast<int>(ldy), threads)) {
+      if (r0 == 0) return false;  // the first product tells: nothing added yet
+      throw Error("model: oneDNN's bf16 matmul failed part-way through a product");
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
 void packed_linear(const float* x, int N, const PackedMatrix& W, const float* bias, float* y, std::size_t ldy,
                    int threads, model_blas::Precision precision) {
   const int R = W.rows, K = W.cols;
@@ -190,9 +224,12 @@ void packed_linear(const float* x, int N, const PackedMatrix& W, const float* bi
     else
       std::fill(yr, yr + R, 0.0f);
   }
+  const int nt = omp_in_parallel() ? 1 : std::max(1, std::min(resolve_threads(threads), kTile / 16));
+  if (precision == model_blas::Precision::bf16 && model_blas::bf16_native() && N >= 16 && !omp_in_parallel() &&
+      bf16_prompt(x, N, W, y, ldy, threads, nt))
+    return;
   thread_local std::vector<float> tile;
   tile.resize(static_cast<std::size_t>(std::min(kTile, R)) * K);
-  const int nt = omp_in_parallel() ? 1 : std::max(1, std::min(resolve_threads(threads), kTile / 16));
   for (int r0 = 0; r0 < R; r0 += kTile) {
     const int n = std::min(kTile, R - r0);
     float* t = tile.data();
