@@ -41,6 +41,27 @@ dnnl::engine& cpu_engine() {
   return e;
 }
 
+// The matmul C = A B (+ C when accumulate) for these layouts, made for nt threads.
+dnnl::matmul make_matmul(const dnnl::memory::desc& a, const dnnl::memory::desc& b, const dnnl::memory::desc& c,
+                         bool accumulate, int nt) {
+  dnnl::primitive_attr attr;
+  if (accumulate) {
+    dnnl::post_ops po;
+    po.append_sum(1.0f);
+    attr.set_post_ops(po);
+  }
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(nt);
+  try {
+    dnnl::matmul m(dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), attr, cpu_engine()));
+    omp_set_num_threads(saved);
+    return m;
+  } catch (...) {  // no bf16 matmul for this CPU: the caller's thread count as it was
+    omp_set_num_threads(saved);
+    throw;
+  }
+}
+
 // C = op(A) op(B) (+ C when accumulate), A and B in bf16, on nt threads (oneDNN's own split
 // of the product; the primitive is made once per shape, thread count and layout).
 void gemm_bf16(bool transA, bool transB, int M, int N, int K, const float* A, int lda, const float* B, int ldb,
@@ -61,15 +82,9 @@ void gemm_bf16(bool transA, bool transB, int M, int N, int K, const float* A, in
       q->c = memory::desc({M, N}, memory::data_type::f32, memory::dims{ldc, 1});
       q->a32 = memory::desc({M, K}, memory::data_type::f32, transA ? memory::dims{1, lda} : memory::dims{lda, 1});
       q->b32 = memory::desc({K, N}, memory::data_type::f32, transB ? memory::dims{1, ldb} : memory::dims{ldb, 1});
-      dnnl::primitive_attr attr;
-      if (accumulate) {
-        dnnl::post_ops po;
-        po.append_sum(1.0f);
-        attr.set_post_ops(po);
-      }
+      q->prim = make_matmul(q->a, q->b, q->c, accumulate, nt);
       const int saved = omp_get_max_threads();
       omp_set_num_threads(nt);
-      q->prim = dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(q->a, q->b, q->c), attr, cpu_engine()));
       q->to_a = dnnl::reorder(dnnl::reorder::primitive_desc(cpu_engine(), q->a32, cpu_engine(), q->a));
       q->to_b = dnnl::reorder(dnnl::reorder::primitive_desc(cpu_engine(), q->b32, cpu_engine(), q->b));
       omp_set_num_threads(saved);
@@ -117,16 +132,7 @@ bool gemm_bf16_nt(int M, int N, int K, const std::uint16_t* A, int lda, const st
       q->a = memory::desc({M, K}, memory::data_type::bf16, memory::dims{lda, 1});
       q->b = memory::desc({K, N}, memory::data_type::bf16, memory::dims{1, ldb});  // B stored [N, K]
       q->c = memory::desc({M, N}, memory::data_type::f32, memory::dims{ldc, 1});
-      dnnl::primitive_attr attr;
-      if (accumulate) {
-        dnnl::post_ops po;
-        po.append_sum(1.0f);
-        attr.set_post_ops(po);
-      }
-      const int saved = omp_get_max_threads();
-      omp_set_num_threads(nt);
-      q->prim = dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(q->a, q->b, q->c), attr, cpu_engine()));
-      omp_set_num_threads(saved);
+      q->prim = make_matmul(q->a, q->b, q->c, accumulate, nt);
       slot = q;
     }
     p = slot;
