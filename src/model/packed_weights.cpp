@@ -143,11 +143,12 @@ std::size_t PackedWeights::bytes() const {
 namespace {
 
 // y += x W^T with bf16 inputs (GptModel::set_matmul): x rounded once, then one bf16 matmul for a
-// bf16 matrix as stored, or per tile of 256 dequantized q8 rows rounded to bf16. False (y as it
-// was) where oneDNN has no bf16 matmul.
+// bf16 matrix as stored, or per tile of dequantized q8 rows rounded to bf16 (2^20 values, at least
+// 256 rows: 6 MiB of scratch at most, and few products for a small model's matrices). False (y as
+// it was) where oneDNN has no bf16 matmul.
 bool bf16_prompt(const float* x, int N, const PackedMatrix& W, float* y, std::size_t ldy, int threads, int nt) {
-  constexpr int kTile = 256;
   const int R = W.rows, K = W.cols;
+  const int kTile = std::max(256, (1 << 20) / K / 16 * 16);
   thread_local std::vector<std::uint16_t> xb, tb;
   thread_local std::vector<float> tile;
   xb.resize(static_cast<std::size_t>(N) * K);
