@@ -12,6 +12,7 @@
 #include <tuple>
 #include <vector>
 
+#include "jomoim/core/half.hpp"
 #include "model/blas.hpp"
 
 namespace {
@@ -61,24 +62,6 @@ TEST(ModelBlas, MatvecColsMatchFloat64AndDoNotDependOnThreads) {
 
 }  // namespace
 
-namespace {
-
-std::uint16_t bf16_nearest_even(float f) {  // the reference rounding, one value at a time
-  std::uint32_t b;
-  std::memcpy(&b, &f, 4);
-  if ((b & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<std::uint16_t>((b >> 16) | 0x40u);
-  return static_cast<std::uint16_t>((b + 0x7FFFu + ((b >> 16) & 1u)) >> 16);
-}
-
-float widen(std::uint16_t h) {
-  const std::uint32_t b = static_cast<std::uint32_t>(h) << 16;
-  float f;
-  std::memcpy(&f, &b, 4);
-  return f;
-}
-
-}  // namespace
-
 // round_to_bf16 (a loop below 4,096 values, oneDNN's reorder above): nearest even, ties and
 // carries into the exponent included, infinities kept, NaN still NaN.
 TEST(ModelBlas, RoundToBf16IsNearestEven) {
@@ -100,9 +83,9 @@ TEST(ModelBlas, RoundToBf16IsNearestEven) {
     jomoim::model_blas::round_to_bf16(x.data(), n, got.data());
     for (std::size_t i = 0; i < n; ++i) {
       if (std::isnan(x[i])) {
-        EXPECT_TRUE(std::isnan(widen(got[i]))) << "n " << n << " at " << i;
+        EXPECT_TRUE(std::isnan(jomoim::bf16_to_float(got[i]))) << "n " << n << " at " << i;
       } else {
-        ASSERT_EQ(got[i], bf16_nearest_even(x[i])) << "n " << n << " at " << i << ": " << x[i];
+        ASSERT_EQ(got[i], jomoim::bf16_from_float(x[i])) << "n " << n << " at " << i << ": " << x[i];
       }
     }
   }
@@ -119,8 +102,8 @@ TEST(ModelBlas, Bf16NtProductMatchesFloat64) {
       for (int threads : {1, 2}) {
         const int lda = K + 3, ldb = K + 5, ldc = N + 7;
         std::vector<std::uint16_t> a(static_cast<std::size_t>(M) * lda), b(static_cast<std::size_t>(N) * ldb);
-        for (auto& v : a) v = bf16_nearest_even(nd(rng));
-        for (auto& v : b) v = bf16_nearest_even(nd(rng));
+        for (auto& v : a) v = jomoim::bf16_from_float(nd(rng));
+        for (auto& v : b) v = jomoim::bf16_from_float(nd(rng));
         std::vector<float> c(static_cast<std::size_t>(M) * ldc);
         for (auto& v : c) v = nd(rng);
         const std::vector<float> c0 = c;
@@ -138,7 +121,8 @@ TEST(ModelBlas, Bf16NtProductMatchesFloat64) {
             }
             double s = accumulate ? c0[at] : 0.0, mag = accumulate ? std::abs(c0[at]) : 0.0;
             for (int k = 0; k < K; ++k) {
-              const double p = double(widen(a[std::size_t(i) * lda + k])) * widen(b[std::size_t(j) * ldb + k]);
+              const double p = double(jomoim::bf16_to_float(a[std::size_t(i) * lda + k])) *
+                               jomoim::bf16_to_float(b[std::size_t(j) * ldb + k]);
               s += p;
               mag += std::abs(p);
             }

@@ -1,5 +1,6 @@
 // See model/blas.hpp.
 #include "blas.hpp"
+#include "jomoim/core/half.hpp"
 #include "jomoim/engine/matvec.hpp"
 #include "jomoim/engine/threads.hpp"
 
@@ -181,12 +182,7 @@ void round_to_bf16(const float* x, std::size_t n, std::uint16_t* out) {
       return;
     }
   }
-  for (std::size_t i = 0; i < n; ++i) {
-    std::uint32_t b;
-    std::memcpy(&b, x + i, 4);
-    const std::uint32_t rounded = (b + 0x7FFFu + ((b >> 16) & 1u)) >> 16;
-    out[i] = static_cast<std::uint16_t>((b & 0x7FFFFFFFu) > 0x7F800000u ? (b >> 16) | 0x40u : rounded);
-  }
+  for (std::size_t i = 0; i < n; ++i) out[i] = bf16_from_float(x[i]);
 }
 
 namespace {

@@ -142,6 +142,9 @@ std::size_t PackedWeights::bytes() const {
 
 namespace {
 
+// A prompt's widened weight tile (float32), one per thread, shared by both product paths.
+thread_local std::vector<float> prompt_tile;
+
 // y += x W^T with bf16 inputs (GptModel::set_matmul): x rounded once, then one bf16 matmul for a
 // bf16 matrix as stored, or per tile of dequantized q8 rows rounded to bf16 (2^20 values, at least
 // 256 rows: 6 MiB of scratch at most, and few products for a small model's matrices). False (y as
@@ -150,7 +153,7 @@ bool bf16_prompt(const float* x, int N, const PackedMatrix& W, float* y, std::si
   const int R = W.rows, K = W.cols;
   const int kTile = std::max(256, (1 << 20) / K / 16 * 16);
   thread_local std::vector<std::uint16_t> xb, tb;
-  thread_local std::vector<float> tile;
+  std::vector<float>& tile = prompt_tile;
   xb.resize(static_cast<std::size_t>(N) * K);
   model_blas::round_to_bf16(x, xb.size(), xb.data());
   if (W.format == WeightFormat::bf16)
@@ -229,7 +232,7 @@ void packed_linear(const float* x, int N, const PackedMatrix& W, const float* bi
   if (precision == model_blas::Precision::bf16 && model_blas::bf16_native() && N >= 16 && !omp_in_parallel() &&
       bf16_prompt(x, N, W, y, ldy, threads, nt))
     return;
-  thread_local std::vector<float> tile;
+  std::vector<float>& tile = prompt_tile;
   tile.resize(static_cast<std::size_t>(std::min(kTile, R)) * K);
   for (int r0 = 0; r0 < R; r0 += kTile) {
     const int n = std::min(kTile, R - r0);
