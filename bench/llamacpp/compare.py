@@ -56,7 +56,10 @@ JOMOIM_RUNS = ([("f32", kv, "f32") for kv in JOMOIM_KV] +
 
 def jomoim_label(w, kv, mm="f32"):
     return f"jomoim {w.upper()}, {kv} KV" + (", bf16 products" if mm == "bf16" else "")
-PROMPTS = ["Cash or credit card? I have a lot", "Once upon a time"]
+# The third is longer than 16 tokens, so --matmul bf16 rounds its products (shorter passes stay float32).
+PROMPTS = ["Cash or credit card? I have a lot", "Once upon a time",
+           "The old keeper climbed the stairs of the lighthouse every evening to light the lamp, and the ships"
+           " that passed in the night never knew his name, but they"]
 TOP = 20
 
 
@@ -219,10 +222,12 @@ LLAMA_AGREE = [
     ("llama.cpp Q8_0, f16 KV, FA off", "q8_0", "f16", "off", "8-bit"),
     ("llama.cpp Q8_0, f16 KV, FA on", "q8_0", "f16", "on", "8-bit"),
 ]
-# (label, weights, KV cache, tolerance class)
-JOMOIM_AGREE = [("jomoim F32, bf16 KV", "f32", "bf16", "bf16"), ("jomoim F32, q8 KV", "f32", "q8", "8-bit"),
-                ("jomoim BF16, f32 KV", "bf16", "f32", "bf16"), ("jomoim BF16, bf16 KV", "bf16", "bf16", "bf16"),
-                ("jomoim Q8, f32 KV", "q8", "f32", "8-bit"), ("jomoim Q8, q8 KV", "q8", "q8", "8-bit")]
+# (weights, KV cache, --matmul, tolerance class); the label is jomoim_label's. bf16 products round
+# the inputs of a prompt's products (every pass here is longer than 16 tokens) to bf16: bf16 class.
+JOMOIM_AGREE = [("f32", "bf16", "f32", "bf16"), ("f32", "q8", "f32", "8-bit"),
+                ("bf16", "f32", "f32", "bf16"), ("bf16", "bf16", "f32", "bf16"),
+                ("q8", "f32", "f32", "8-bit"), ("q8", "q8", "f32", "8-bit"),
+                ("f32", "f32", "bf16", "bf16"), ("bf16", "bf16", "bf16", "bf16"), ("q8", "q8", "bf16", "8-bit")]
 
 
 def agreement(model_dir, gg, threads):
@@ -252,11 +257,12 @@ def agreement(model_dir, gg, threads):
         rows.setdefault("jomoim F32 vs float64 reference", []).append(compare_dist(ref, jo))
         tol["jomoim F32 vs float64 reference"] = "f32"
         by_weights = {}  # jomoim's logits with each weight format (f32 KV cache)
-        for label, w, kv, cls in JOMOIM_AGREE:
-            other = jomoim.Model.load(model_dir, threads=threads, weights=w, kv_cache=kv).logits(ids)[-1]
+        for w, kv, mm, cls in JOMOIM_AGREE:
+            label = jomoim_label(w, kv, mm)
+            other = jomoim.Model.load(model_dir, threads=threads, weights=w, kv_cache=kv, matmul=mm).logits(ids)[-1]
             rows.setdefault(label, []).append(compare_dist(jo, other))
             tol[label] = cls
-            if kv == "f32":
+            if kv == "f32" and mm == "f32":
                 by_weights[w] = other.astype(np.float64)
         for label, w, kv, flash, cls in LLAMA_AGREE:
             sh([LCTIMER, "logits", gg[w], "--ids", ",".join(map(str, ids)), "--out", out_f, "--kv", kv,
@@ -278,10 +284,10 @@ def agreement(model_dir, gg, threads):
         rows.setdefault(key, []).append(compare_dist(ref, ref16))
         tol[key] = None
     lines = [f"Prompts: {'; '.join(repr(p) for p in PROMPTS)}"
-             + (f"; the first {len(ids_all[-1])} tokens of data/corpus/out/heldout.txt" if len(ids_all) > 2 else "")
+             + (f"; the first {len(ids_all[-1])} tokens of data/corpus/out/heldout.txt" if len(ids_all) > len(PROMPTS) else "")
              + f" ({', '.join(str(len(i)) for i in ids_all)} tokens). Each row's numbers are the worst over the"
              f" prompts. Reference: jomoim F32 (f32 KV) unless the row says otherwise. llama.cpp and jomoim"
-             f" tokenize the short prompts {'identically' if tok_same else 'DIFFERENTLY'} (the comparison feeds"
+             f" tokenize the prompts {'identically' if tok_same else 'DIFFERENTLY'} (the comparison feeds"
              f" jomoim's ids to both).", "",
              f"| compared | max abs dp (top {TOP}) | KL (nats), worst | KL per prompt | same top-1 / top-5 order |"
              " tolerance class (dp, KL) | within |",
