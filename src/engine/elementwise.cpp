@@ -3,6 +3,9 @@
 #include "jomoim/engine/elementwise.hpp"
 
 #include <cmath>
+#include <cstdint>
+
+#include "jomoim/core/half.hpp"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "elementwise.cpp"
@@ -58,6 +61,28 @@ void GeluTanhBackward(const float* x, const float* dy, float* dx, size_t n) {
   for (; i < n; ++i) dx[i] = dy[i] * GeluGradScalar(x[i]);
 }
 
+// bf16_from_float on whole vectors: nearest, ties to even (add 0x7FFF plus the kept part's
+// lowest bit, keep the high half); a NaN keeps its high half with the quiet bit set.
+void RoundToBf16(const float* x, std::uint16_t* out, size_t n) {
+  const hn::ScalableTag<float> df;
+  const hn::RebindToUnsigned<decltype(df)> du;
+  const hn::RebindToSigned<decltype(df)> di;
+  const hn::Rebind<std::uint16_t, decltype(di)> d16;
+  const size_t N = hn::Lanes(df);
+  const auto one = hn::Set(du, 1u), bias = hn::Set(du, 0x7FFFu), quiet = hn::Set(du, 0x40u);
+  size_t i = 0;
+  for (; i + N <= n; i += N) {
+    const auto v = hn::LoadU(df, x + i);
+    const auto u = hn::BitCast(du, v);
+    const auto high = hn::ShiftRight<16>(u);
+    const auto rounded = hn::ShiftRight<16>(hn::Add(u, hn::Add(bias, hn::And(high, one))));
+    const auto bits = hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(v)), hn::Or(high, quiet), rounded);
+    // Every lane is below 2^16, so the saturating narrowing keeps it as it is.
+    hn::StoreU(hn::DemoteTo(d16, hn::BitCast(di, bits)), d16, out + i);
+  }
+  for (; i < n; ++i) out[i] = bf16_from_float(x[i]);
+}
+
 float RowMax(const float* x, size_t n) {
   const hn::ScalableTag<float> d;
   const size_t N = hn::Lanes(d);
@@ -104,6 +129,7 @@ HWY_AFTER_NAMESPACE();
 namespace jomoim::elementwise {
 HWY_EXPORT(GeluTanh);
 HWY_EXPORT(GeluTanhBackward);
+HWY_EXPORT(RoundToBf16);
 HWY_EXPORT(RowMax);
 HWY_EXPORT(SumExp);
 HWY_EXPORT(ExpScale);
@@ -112,6 +138,7 @@ void gelu_tanh(const float* x, float* y, std::size_t n) { HWY_DYNAMIC_DISPATCH(G
 void gelu_tanh_backward(const float* x, const float* dy, float* dx, std::size_t n) {
   HWY_DYNAMIC_DISPATCH(GeluTanhBackward)(x, dy, dx, n);
 }
+void round_to_bf16(const float* x, std::uint16_t* out, std::size_t n) { HWY_DYNAMIC_DISPATCH(RoundToBf16)(x, out, n); }
 float row_max(const float* x, std::size_t n) { return HWY_DYNAMIC_DISPATCH(RowMax)(x, n); }
 double sum_exp(const float* x, std::size_t n, float shift) { return HWY_DYNAMIC_DISPATCH(SumExp)(x, n, shift); }
 void exp_scale(float* x, std::size_t n, float shift, float scale) {

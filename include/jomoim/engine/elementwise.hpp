@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 namespace jomoim::elementwise {
 
@@ -10,6 +11,8 @@ namespace jomoim::elementwise {
 void gelu_tanh(const float* x, float* y, std::size_t n);
 // dx = dy * GELU'(x) (tanh approximation); dx may alias dy.
 void gelu_tanh_backward(const float* x, const float* dy, float* dx, std::size_t n);
+// out[i] = bf16_from_float(x[i]) (jomoim/core/half.hpp): nearest, ties to even; NaN stays NaN.
+void round_to_bf16(const float* x, std::uint16_t* out, std::size_t n);
 // max(x[0..n)) for n >= 1.
 float row_max(const float* x, std::size_t n);
 // sum of exp(x[i] - shift), accumulated in float lanes and reduced in double.
