@@ -83,6 +83,58 @@ void RoundToBf16(const float* x, std::uint16_t* out, size_t n) {
   for (; i < n; ++i) out[i] = bf16_from_float(x[i]);
 }
 
+// One row of LayerNorm: mean and variance summed in float64 (lanes of doubles, the tail in
+// scalars), y = (x - mean) * rstd * g + b in float32.
+void LayerNormRow(const float* x, size_t n, const float* g, const float* b, float eps, float* y, float* mean_out,
+                  float* rstd_out) {
+  double m = 0, var = 0;
+  size_t i = 0;
+#if HWY_TARGET != HWY_SCALAR
+  const hn::ScalableTag<float> df;
+  const hn::Half<decltype(df)> dh;
+  const hn::Rebind<double, decltype(dh)> dd;
+  const size_t N = hn::Lanes(df);
+  auto s0 = hn::Zero(dd), s1 = hn::Zero(dd);
+  for (; i + N <= n; i += N) {
+    const auto v = hn::LoadU(df, x + i);
+    s0 = hn::Add(s0, hn::PromoteTo(dd, hn::LowerHalf(dh, v)));
+    s1 = hn::Add(s1, hn::PromoteTo(dd, hn::UpperHalf(dh, v)));
+  }
+  m = hn::GetLane(hn::SumOfLanes(dd, hn::Add(s0, s1)));
+#endif
+  for (; i < n; ++i) m += x[i];
+  m /= static_cast<double>(n);
+  i = 0;
+#if HWY_TARGET != HWY_SCALAR
+  const auto md = hn::Set(dd, m);
+  s0 = hn::Zero(dd);
+  s1 = hn::Zero(dd);
+  for (; i + N <= n; i += N) {
+    const auto v = hn::LoadU(df, x + i);
+    const auto d0 = hn::Sub(hn::PromoteTo(dd, hn::LowerHalf(dh, v)), md);
+    const auto d1 = hn::Sub(hn::PromoteTo(dd, hn::UpperHalf(dh, v)), md);
+    s0 = hn::MulAdd(d0, d0, s0);
+    s1 = hn::MulAdd(d1, d1, s1);
+  }
+  var = hn::GetLane(hn::SumOfLanes(dd, hn::Add(s0, s1)));
+#endif
+  for (; i < n; ++i) var += (x[i] - m) * (x[i] - m);
+  var /= static_cast<double>(n);
+  const float r = static_cast<float>(1.0 / std::sqrt(var + eps));
+  const float mf = static_cast<float>(m);
+  i = 0;
+#if HWY_TARGET != HWY_SCALAR
+  const auto mv = hn::Set(df, mf), rv = hn::Set(df, r);
+  for (; i + N <= n; i += N) {
+    const auto v = hn::Mul(hn::Sub(hn::LoadU(df, x + i), mv), rv);
+    hn::StoreU(hn::MulAdd(v, hn::LoadU(df, g + i), hn::LoadU(df, b + i)), df, y + i);
+  }
+#endif
+  for (; i < n; ++i) y[i] = (x[i] - mf) * r * g[i] + b[i];
+  if (mean_out) *mean_out = mf;
+  if (rstd_out) *rstd_out = r;
+}
+
 float RowMax(const float* x, size_t n) {
   const hn::ScalableTag<float> d;
   const size_t N = hn::Lanes(d);
@@ -130,6 +182,7 @@ namespace jomoim::elementwise {
 HWY_EXPORT(GeluTanh);
 HWY_EXPORT(GeluTanhBackward);
 HWY_EXPORT(RoundToBf16);
+HWY_EXPORT(LayerNormRow);
 HWY_EXPORT(RowMax);
 HWY_EXPORT(SumExp);
 HWY_EXPORT(ExpScale);
@@ -139,6 +192,10 @@ void gelu_tanh_backward(const float* x, const float* dy, float* dx, std::size_t 
   HWY_DYNAMIC_DISPATCH(GeluTanhBackward)(x, dy, dx, n);
 }
 void round_to_bf16(const float* x, std::uint16_t* out, std::size_t n) { HWY_DYNAMIC_DISPATCH(RoundToBf16)(x, out, n); }
+void layer_norm_row(const float* x, std::size_t n, const float* g, const float* b, float eps, float* y, float* mean,
+                    float* rstd) {
+  HWY_DYNAMIC_DISPATCH(LayerNormRow)(x, n, g, b, eps, y, mean, rstd);
+}
 float row_max(const float* x, std::size_t n) { return HWY_DYNAMIC_DISPATCH(RowMax)(x, n); }
 double sum_exp(const float* x, std::size_t n, float shift) { return HWY_DYNAMIC_DISPATCH(SumExp)(x, n, shift); }
 void exp_scale(float* x, std::size_t n, float shift, float scale) {

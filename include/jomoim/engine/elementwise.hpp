@@ -13,6 +13,11 @@ void gelu_tanh(const float* x, float* y, std::size_t n);
 void gelu_tanh_backward(const float* x, const float* dy, float* dx, std::size_t n);
 // out[i] = bf16_from_float(x[i]) (jomoim/core/half.hpp): nearest, ties to even; NaN stays NaN.
 void round_to_bf16(const float* x, std::uint16_t* out, std::size_t n);
+// One row of LayerNorm, n >= 1: y = (x - mean) / sqrt(var + eps) * g + b, mean and variance
+// summed in float64; the row's mean and 1 / sqrt(var + eps) to *mean, *rstd when not null; y may
+// alias x.
+void layer_norm_row(const float* x, std::size_t n, const float* g, const float* b, float eps, float* y, float* mean,
+                    float* rstd);
 // max(x[0..n)) for n >= 1.
 float row_max(const float* x, std::size_t n);
 // sum of exp(x[i] - shift), accumulated in float lanes and reduced in double.
