@@ -236,48 +236,57 @@ TEST(GptTorch, F32CheckpointIsMappedNotCopied) {
 // ---------------------------------------------------------------------------------------------
 // KV cache formats (KvFormat): what is stored, what it costs, what is refused.
 
+// Prompts of 11 tokens (written on the calling thread) and 30 (from 16 rows on, a task per K or V
+// head on the model's threads), 1 and 2 threads.
 TEST(KvCacheFormat, StoresTheFormatsRoundingOfTheFloatRows) {
   const GptConfig cfg = small_config(2, 2, 64, 40, 97);  // head_dim 32: q8 blocks of 32
   const auto g = random_gpt(cfg, 21);
-  const std::vector<std::int32_t> ids = {3, 14, 15, 92, 65, 35, 89, 79, 32, 38, 46};
-  const int T = static_cast<int>(ids.size()), C = cfg.n_embd, H = cfg.n_head, D = cfg.head_dim();
-  GptModel model = g.model();
-  KvCache f32 = model.make_cache(T + 3);
-  model.forward(ids, f32);
-  std::vector<float> want(static_cast<std::size_t>(T) * C), got(want.size());
-  for (const KvFormat fmt : {KvFormat::bf16, KvFormat::q8}) {
-    model.set_kv_format(fmt);
-    KvCache cache = model.make_cache(T + 3);
-    ASSERT_EQ(cache.format(), fmt);
-    model.forward(ids, cache);
-    EXPECT_EQ(cache.size(), T);
-    // Layer 0's keys and values come from the embeddings alone, so they are the float32 cache's
-    // rows before rounding, bit for bit; later layers differ (they read rounded attention).
-    for (const bool values : {false, true}) {
-      f32.read_rows(0, values, 0, T, want.data());
-      std::fill(got.begin(), got.end(), std::numeric_limits<float>::quiet_NaN());  // poisoned
-      cache.read_rows(0, values, 0, T, got.data());
-      if (fmt == KvFormat::bf16) {
-        for (std::size_t i = 0; i < want.size(); ++i)
-          ASSERT_EQ(got[i], bf16_to_float(bf16_from_float(want[i]))) << "element " << i;
-      } else {
-        // Each head's [T, D] rows through quantize_q8 / dequantize_q8 with blocks of 32.
-        std::vector<float> expect(want.size());
-        for (int h = 0; h < H; ++h) {
-          const ConstTensor4 x{want.data() + h * D, {1, 1, T, D}, {0, 0, C, 1}};
-          const Q8Buffer q = quantize_q8(x, 32);
-          dequantize_q8(q.view(), Tensor4{expect.data() + h * D, {1, 1, T, D}, {0, 0, C, 1}});
+  for (const int threads : {1, 2})
+    for (const int length : {11, 30}) {
+      SCOPED_TRACE("threads " + std::to_string(threads) + ", " + std::to_string(length) + " tokens");
+      std::vector<std::int32_t> ids(static_cast<std::size_t>(length));
+      for (int i = 0; i < length; ++i) ids[static_cast<std::size_t>(i)] = (7 * i * i + 3) % cfg.vocab_size;
+      const int T = length, C = cfg.n_embd, H = cfg.n_head, D = cfg.head_dim();
+      GptModel model = g.model();
+      model.set_threads(threads);
+      KvCache f32 = model.make_cache(T + 3);
+      model.forward(ids, f32);
+      std::vector<float> want(static_cast<std::size_t>(T) * C), got(want.size());
+      for (const KvFormat fmt : {KvFormat::bf16, KvFormat::q8}) {
+        model.set_kv_format(fmt);
+        KvCache cache = model.make_cache(T + 3);
+        ASSERT_EQ(cache.format(), fmt);
+        model.forward(ids, cache);
+        EXPECT_EQ(cache.size(), T);
+        // Layer 0's keys and values come from the embeddings alone, so they are the float32 cache's
+        // rows before rounding, bit for bit; later layers differ (they read rounded attention).
+        for (const bool values : {false, true}) {
+          f32.read_rows(0, values, 0, T, want.data());
+          std::fill(got.begin(), got.end(), std::numeric_limits<float>::quiet_NaN());  // poisoned
+          cache.read_rows(0, values, 0, T, got.data());
+          if (fmt == KvFormat::bf16) {
+            for (std::size_t i = 0; i < want.size(); ++i)
+              ASSERT_EQ(got[i], bf16_to_float(bf16_from_float(want[i]))) << "element " << i;
+          } else {
+            // Each head's [T, D] rows through quantize_q8 / dequantize_q8 with blocks of 32.
+            std::vector<float> expect(want.size());
+            for (int h = 0; h < H; ++h) {
+              const ConstTensor4 x{want.data() + h * D, {1, 1, T, D}, {0, 0, C, 1}};
+              const Q8Buffer q = quantize_q8(x, 32);
+              dequantize_q8(q.view(), Tensor4{expect.data() + h * D, {1, 1, T, D}, {0, 0, C, 1}});
+            }
+            for (std::size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got[i], expect[i]) << "element " << i;
+            EXPECT_EQ(cache.q8_block(), 32);
+          }
         }
-        for (std::size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got[i], expect[i]) << "element " << i;
-        EXPECT_EQ(cache.q8_block(), 32);
       }
     }
-  }
   // Bytes: 2 (K, V) x layers x capacity x n_embd values of the format (+ a float per 32 for q8).
-  const std::size_t n = 2ull * cfg.n_layer * (T + 3) * C;
-  EXPECT_EQ(KvCache(cfg, T + 3, KvFormat::f32).bytes(), n * 4);
-  EXPECT_EQ(KvCache(cfg, T + 3, KvFormat::bf16).bytes(), n * 2);
-  EXPECT_EQ(KvCache(cfg, T + 3, KvFormat::q8).bytes(), n + n / 32 * 4);
+  const int cap = 14;
+  const std::size_t n = 2ull * cfg.n_layer * cap * cfg.n_embd;
+  EXPECT_EQ(KvCache(cfg, cap, KvFormat::f32).bytes(), n * 4);
+  EXPECT_EQ(KvCache(cfg, cap, KvFormat::bf16).bytes(), n * 2);
+  EXPECT_EQ(KvCache(cfg, cap, KvFormat::q8).bytes(), n + n / 32 * 4);
   EXPECT_EQ(KvCache(small_config(1, 2, 32, 8, 5), 4, KvFormat::q8).q8_block(), 16);  // head_dim 16
 }
 
@@ -292,6 +301,27 @@ TEST(KvCacheFormat, StoresTheFormatsRoundingOfTheFloatRows) {
     }                                                                               \
     EXPECT_NE(what_.find(part), std::string::npos) << #stmt << " threw: " << what_; \
   } while (0)
+
+// A key the q8 cache cannot hold (an infinite bias on one key component): the pass is refused,
+// naming the value, whether the rows are written on one thread or by tasks on two; the cache
+// keeps its size.
+TEST(KvCacheFormat, Q8RefusesANonFiniteKey) {
+  const GptConfig cfg = small_config(2, 2, 64, 40, 97);
+  auto g = random_gpt(cfg, 22);
+  const float* bias = g.params.blocks[1].c_attn.bias;  // layer 1: layer 0 writes finite rows first
+  (*g.storage)[static_cast<std::size_t>(bias - g.storage->data()) + cfg.n_embd + 40] =
+      std::numeric_limits<float>::infinity();  // key component 40: head 1
+  for (const int threads : {1, 2})
+    for (const int length : {3, 20}) {
+      GptModel model = g.model();
+      model.set_threads(threads);
+      model.set_kv_format(KvFormat::q8);
+      KvCache cache = model.make_cache(length);
+      std::vector<std::int32_t> ids(static_cast<std::size_t>(length), 5);
+      EXPECT_THROW_MSG(model.forward(ids, cache), "non-finite value inf");
+      EXPECT_EQ(cache.size(), 0) << "threads " << threads << ", " << length << " tokens";
+    }
+}
 
 TEST(KvCacheFormat, RefusalsAndNames) {
   const GptConfig d8 = small_config();  // head_dim 8: no q8 block divides it

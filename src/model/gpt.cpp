@@ -199,7 +199,7 @@ std::vector<float> GptModel::forward(std::span<const std::int32_t> ids, KvCache&
     // This layer's keys and values of the new tokens go into the cache in its format; attention
     // then reads every visible key from there (so the new tokens meet their own rounded keys,
     // as later tokens will).
-    cache.write_rows(l, past, T, qkv.data() + k_off, qkv.data() + 2 * C, S3);
+    cache.write_rows(l, past, T, qkv.data() + k_off, qkv.data() + 2 * C, S3, threads_);
     const float* qbase = qkv.data() + q_off;  // the queries as attention saw them (bf16: rounded)
     const Tensor4 o = layers::heads(att.data(), 1, H, T, D, C);
     AttentionOptions layer_attn = attn;

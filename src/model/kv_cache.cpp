@@ -1,9 +1,14 @@
 // The KV cache in its three formats (see KvCache and KvFormat in jomoim/model/model.hpp).
+#include <algorithm>
 #include <cstring>
+#include <exception>
 #include <string>
+#include <vector>
 
 #include "jomoim/core/half.hpp"
+#include "jomoim/engine/elementwise.hpp"
 #include "jomoim/engine/quant.hpp"
+#include "jomoim/engine/threads.hpp"
 #include "jomoim/model/model.hpp"
 
 namespace jomoim {
@@ -83,45 +88,54 @@ std::size_t KvCache::bytes() const {
          q8_scales_.size() * sizeof(float);
 }
 
-void KvCache::write_rows(int layer, int pos, int n, const float* k, const float* v, std::int64_t stride) {
+void KvCache::write_rows(int layer, int pos, int n, const float* k, const float* v, std::int64_t stride, int threads) {
   const int C = n_embd_, H = n_head_, D = C / H;
   const std::size_t base = layer_offset(layer);
   // Row (h, j) of a [H, capacity, D] plane.
   auto at = [&](int h, int j) { return static_cast<std::size_t>(h) * capacity_ * D + static_cast<std::size_t>(j) * D; };
-  switch (format_) {
-    case KvFormat::f32:
-      for (int t = 0; t < n; ++t)
-        for (int h = 0; h < H; ++h) {
-          std::memcpy(&data_[base + at(h, pos + t)], k + t * stride + h * D, sizeof(float) * D);
-          std::memcpy(&data_[base + plane() + at(h, pos + t)], v + t * stride + h * D, sizeof(float) * D);
-        }
-      return;
-    case KvFormat::bf16:
-      for (int t = 0; t < n; ++t)
-        for (int h = 0; h < H; ++h) {
-          std::uint16_t* kd = &data16_[base + at(h, pos + t)];
-          std::uint16_t* vd = kd + plane();
-          for (int i = 0; i < D; ++i) {
-            kd[i] = bf16_from_float(k[t * stride + h * D + i]);
-            vd[i] = bf16_from_float(v[t * stride + h * D + i]);
-          }
-        }
-      return;
-    case KvFormat::q8: {
-      const int nb = D / q8_block_;
-      for (int which = 0; which < 2; ++which) {
-        const float* src = which ? v : k;
-        const std::size_t vb = base + (which ? plane() : 0);
-        for (int h = 0; h < H; ++h) {
-          ConstTensor4 x{src + h * D, {1, 1, n, D}, {0, 0, stride, 1}};
-          const std::size_t row0 = static_cast<std::size_t>(h) * capacity_ + pos;  // in [H, capacity]
-          Q8Tensor4 dst{{1, 1, n, D}, q8_block_, &q8_values_[vb + row0 * D], &q8_scales_[vb / q8_block_ + row0 * nb]};
-          quantize_q8(x, dst);  // throws (naming the value) on a non-finite one
-        }
+  if (format_ == KvFormat::f32) {
+    for (int t = 0; t < n; ++t)
+      for (int h = 0; h < H; ++h) {
+        std::memcpy(&data_[base + at(h, pos + t)], k + t * stride + h * D, sizeof(float) * D);
+        std::memcpy(&data_[base + plane() + at(h, pos + t)], v + t * stride + h * D, sizeof(float) * D);
       }
+    return;
+  }
+  // bf16 and q8: one task per (K or V, head), on the threads for a prompt's rows (a decode step's
+  // row is not worth a parallel region). A q8 task refuses a non-finite value before writing its
+  // rows; the first refusal in task order is the one reported.
+  const int tasks = 2 * H;
+  auto task = [&](int i) {
+    const int which = i / H, h = i % H;
+    const float* src = (which ? v : k) + h * D;
+    const std::size_t plane0 = base + (which ? plane() : 0);
+    if (format_ == KvFormat::bf16) {
+      for (int t = 0; t < n; ++t)
+        elementwise::round_to_bf16(src + t * stride, &data16_[plane0 + at(h, pos + t)], static_cast<std::size_t>(D));
       return;
     }
+    const int nb = D / q8_block_;
+    ConstTensor4 x{src, {1, 1, n, D}, {0, 0, stride, 1}};
+    const std::size_t row0 = static_cast<std::size_t>(h) * capacity_ + pos;  // in [H, capacity]
+    Q8Tensor4 dst{{1, 1, n, D}, q8_block_, &q8_values_[plane0 + row0 * D], &q8_scales_[plane0 / q8_block_ + row0 * nb]};
+    quantize_q8(x, dst);  // throws (naming the value) on a non-finite one
+  };
+  const int nt = n >= 16 ? std::min(resolve_threads(threads), tasks) : 1;
+  if (nt == 1) {
+    for (int i = 0; i < tasks; ++i) task(i);
+    return;
   }
+  std::vector<std::exception_ptr> failed(static_cast<std::size_t>(tasks));
+#pragma omp parallel for schedule(static) num_threads(nt)
+  for (int i = 0; i < tasks; ++i) {
+    try {
+      task(i);
+    } catch (...) {
+      failed[static_cast<std::size_t>(i)] = std::current_exception();
+    }
+  }
+  for (const auto& e : failed)
+    if (e) std::rethrow_exception(e);
 }
 
 void KvCache::read_rows(int layer, bool values, int first, int n, float* out) const {
