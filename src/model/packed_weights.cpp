@@ -142,18 +142,19 @@ std::size_t PackedWeights::bytes() const {
 
 namespace {
 
-// A prompt's widened weight tile (float32), one per thread, shared by both product paths.
-thread_local std::vector<float> prompt_tile;
+// A prompt's widened weight tile (float32), one per thread (the float32 products' path), and 16
+// dequantized rows of one (the bf16 path's, each thread its own while it rounds them).
+thread_local std::vector<float> prompt_tile, prompt_rows;
 
 // y += x W^T with bf16 inputs (GptModel::set_matmul): x rounded once, then one bf16 matmul for a
-// bf16 matrix as stored, or per tile of dequantized q8 rows rounded to bf16 (2^20 values, at least
-// 256 rows: 6 MiB of scratch at most, and few products for a small model's matrices). False (y as
-// it was) where oneDNN has no bf16 matmul.
+// bf16 matrix as stored, or per tile of q8 rows dequantized 16 at a time and rounded to bf16
+// (2^20 values, at least 256 rows: 2 MiB of bf16 scratch at most, plus 16 float32 rows per
+// thread, and few products for a small model's matrices). False (y as it was) where oneDNN has
+// no bf16 matmul.
 bool bf16_prompt(const float* x, int N, const PackedMatrix& W, float* y, std::size_t ldy, int threads, int nt) {
   const int R = W.rows, K = W.cols;
   const int kTile = std::max(256, (1 << 20) / K / 16 * 16);
   thread_local std::vector<std::uint16_t> xb, tb;
-  std::vector<float>& tile = prompt_tile;
   xb.resize(static_cast<std::size_t>(N) * K);
   std::uint16_t* x16 = xb.data();  // the parallel region's threads see their own thread_locals
   // x rounded by the threads, 16 rows at a time (on one thread while the other waited, the
@@ -169,9 +170,7 @@ bool bf16_prompt(const float* x, int N, const PackedMatrix& W, float* y, std::si
     for (int c = 0; c < xchunks; ++c) round_x(c);
     return model_blas::gemm_bf16_nt(N, R, K, x16, K, W.bf16.data(), K, true, y, static_cast<int>(ldy), threads);
   }
-  tile.resize(static_cast<std::size_t>(std::min(kTile, R)) * K);
-  tb.resize(tile.size());
-  float* t32 = tile.data();
+  tb.resize(static_cast<std::size_t>(std::min(kTile, R)) * K);
   std::uint16_t* t16 = tb.data();
   for (int r0 = 0; r0 < R; r0 += kTile) {
     const int n = std::min(kTile, R - r0);
@@ -187,8 +186,9 @@ bool bf16_prompt(const float* x, int N, const PackedMatrix& W, float* y, std::si
       for (int c = 0; c < (n + 15) / 16; ++c) {
         const std::size_t off = static_cast<std::size_t>(16) * c * K;
         const int m = std::min(16, n - 16 * c);
-        W.rows_f32(r0 + 16 * c, m, t32 + off);
-        model_blas::round_to_bf16(t32 + off, static_cast<std::size_t>(m) * K, t16 + off);
+        prompt_rows.resize(static_cast<std::size_t>(16) * K);  // this thread's
+        W.rows_f32(r0 + 16 * c, m, prompt_rows.data());
+        model_blas::round_to_bf16(prompt_rows.data(), static_cast<std::size_t>(m) * K, t16 + off);
       }
     }
     if (!model_blas::gemm_bf16_nt(N, n, K, xb.data(), K, t16, K, true, y + r0, static_cast<int>(ldy), threads)) {
