@@ -95,4 +95,51 @@ TEST(Elementwise, LayerNormRowMatchesFloat64EveryTarget) {
   jomoim::set_simd_target("");
 }
 
+// gelu_tanh and its derivative against float64 on every target: within a few float32 roundings
+// of the value (of the largest term for the derivative), for arguments across the curve and its
+// flat tails, lengths around the vector widths, in place.
+TEST(Elementwise, GeluTanhAndItsDerivativeMatchFloat64EveryTarget) {
+  const double k = std::sqrt(2.0 / M_PI), c = 0.044715;
+  // 0.5 (1 + tanh(u)) = 1 / (1 + e^(-2u)): the same function without 1 + tanh's cancellation
+  // (in float64 that form gives exactly 0 from x = -9 on, where the value is -1.3e-28).
+  auto logistic = [&](double x) { return 1 / (1 + std::exp(-2 * k * (x + c * x * x * x))); };
+  auto gelu = [&](double x) { return x * logistic(x); };
+  auto grad = [&](double x) {
+    const double s = logistic(x);
+    return s + x * s * (1 - s) * 2 * k * (1 + 3 * c * x * x);
+  };
+  std::mt19937_64 rng(14);
+  std::vector<float> x;
+  for (float v : {0.0f, -0.0f, 1e-30f, -1e-30f, 1e-3f, -1e-3f, 3.0f, -3.0f, 9.0f, -9.0f, 20.0f, -20.0f, 1e3f, -1e3f,
+                  1e30f, -1e30f})
+    x.push_back(v);
+  std::normal_distribution<float> nd(0.0f, 2.5f);
+  while (x.size() < 1000) x.push_back(nd(rng));
+  for (const std::string& target : jomoim::simd_targets()) {
+    jomoim::set_simd_target(target);
+    for (std::size_t n : {std::size_t(1), std::size_t(15), std::size_t(17), x.size()}) {
+      std::vector<float> y(n + 1, std::nanf("")), dy(n), dx(n + 1, std::nanf(""));
+      for (std::size_t i = 0; i < n; ++i) dy[i] = 1.0f + 0.25f * float(i % 5);
+      jomoim::elementwise::gelu_tanh(x.data(), y.data(), n);
+      jomoim::elementwise::gelu_tanh_backward(x.data(), dy.data(), dx.data(), n);
+      for (std::size_t i = 0; i < n; ++i) {
+        const double v = x[i], want = gelu(v), dwant = grad(v) * dy[i];
+        // e^(-2u)'s argument is computed in float32: its rounding, about |2u| 2^-23 absolute,
+        // becomes that relative error of the value in the tails.
+        const double arg = std::min(std::fabs(2 * k * (v + c * v * v * v)), 88.0);
+        ASSERT_NEAR(y[i], want, (4e-7 + 3e-7 * arg) * std::fabs(want) + 1e-37) << target << " gelu(" << v << ")";
+        // The derivative's terms (s and x s (1 - s) 2k (1 + 3 c x^2)) are each within a few
+        // roundings; near x = -1.7 they nearly cancel, so the bound is on their size.
+        const double scale = (1 + std::fabs(v) * (1 + 3 * c * v * v)) * dy[i];
+        ASSERT_NEAR(dx[i], dwant, (1e-6 + 3e-7 * arg) * scale) << target << " gelu'(" << v << ")";
+      }
+      EXPECT_TRUE(std::isnan(y[n]) && std::isnan(dx[n])) << target << " wrote past n = " << n;
+      std::vector<float> in_place(x.begin(), x.begin() + std::ptrdiff_t(n));
+      jomoim::elementwise::gelu_tanh(in_place.data(), in_place.data(), n);
+      for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(in_place[i], y[i]) << target << " in place";
+    }
+  }
+  jomoim::set_simd_target("");
+}
+
 }  // namespace
