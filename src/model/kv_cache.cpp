@@ -93,22 +93,19 @@ void KvCache::write_rows(int layer, int pos, int n, const float* k, const float*
   const std::size_t base = layer_offset(layer);
   // Row (h, j) of a [H, capacity, D] plane.
   auto at = [&](int h, int j) { return static_cast<std::size_t>(h) * capacity_ * D + static_cast<std::size_t>(j) * D; };
-  if (format_ == KvFormat::f32) {
-    for (int t = 0; t < n; ++t)
-      for (int h = 0; h < H; ++h) {
-        std::memcpy(&data_[base + at(h, pos + t)], k + t * stride + h * D, sizeof(float) * D);
-        std::memcpy(&data_[base + plane() + at(h, pos + t)], v + t * stride + h * D, sizeof(float) * D);
-      }
-    return;
-  }
-  // bf16 and q8: one task per (K or V, head), on the threads for a prompt's rows (a decode step's
-  // row is not worth a parallel region). A q8 task refuses a non-finite value before writing its
-  // rows; the first refusal in task order is the one reported.
+  // One task per (K or V, head), on the threads for a prompt's rows (a decode step's row is not
+  // worth a parallel region). A q8 task refuses a non-finite value before writing its rows; the
+  // first refusal in task order is the one reported.
   const int tasks = 2 * H;
   auto task = [&](int i) {
     const int which = i / H, h = i % H;
     const float* src = (which ? v : k) + h * D;
     const std::size_t plane0 = base + (which ? plane() : 0);
+    if (format_ == KvFormat::f32) {
+      for (int t = 0; t < n; ++t)
+        std::memcpy(&data_[plane0 + at(h, pos + t)], src + t * stride, sizeof(float) * static_cast<std::size_t>(D));
+      return;
+    }
     if (format_ == KvFormat::bf16) {
       for (int t = 0; t < n; ++t)
         elementwise::round_to_bf16(src + t * stride, &data16_[plane0 + at(h, pos + t)], static_cast<std::size_t>(D));

@@ -154,8 +154,8 @@ class KvCache {
   }
   std::size_t plane() const { return static_cast<std::size_t>(capacity_) * n_embd_; }  // values of one K or V
   // Stores rows [pos, pos + n) of layer `layer` from k and v ([n, *] rows of `stride` floats,
-  // n_embd values each), converting to the format (bf16 and q8: a task per K or V head, on up to
-  // `threads` threads when n >= 16). q8 throws Error on a non-finite value; the head that holds
+  // n_embd values each), converting to the format (a task per K or V head, on up to `threads`
+  // threads when n >= 16). q8 throws Error on a non-finite value; the head that holds
   // it is not written.
   void write_rows(int layer, int pos, int n, const float* k, const float* v, std::int64_t stride, int threads = 1);
   std::vector<float> data_;             // f32
