@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "jomoim/core/half.hpp"
+#include "jomoim/engine/elementwise.hpp"
 #include "model/blas.hpp"
 
 namespace {
@@ -62,8 +63,8 @@ TEST(ModelBlas, MatvecColsMatchFloat64AndDoNotDependOnThreads) {
 
 }  // namespace
 
-// round_to_bf16 (a loop below 4,096 values, oneDNN's reorder above): nearest even, ties and
-// carries into the exponent included, infinities kept, NaN still NaN.
+// elementwise::round_to_bf16 (the prompt products' rounding) on lengths around 4,096: nearest
+// even, ties and carries into the exponent included, infinities kept, NaN still NaN.
 TEST(ModelBlas, RoundToBf16IsNearestEven) {
   std::mt19937_64 rng(11);
   std::normal_distribution<float> nd(0.0f, 100.0f);
@@ -80,7 +81,7 @@ TEST(ModelBlas, RoundToBf16IsNearestEven) {
                               -0.0f};
     for (std::size_t i = 0; i < std::size(specials) && i < n; ++i) x[i] = specials[i];
     std::vector<std::uint16_t> got(n, 0xDEAD);
-    jomoim::model_blas::round_to_bf16(x.data(), n, got.data());
+    jomoim::elementwise::round_to_bf16(x.data(), got.data(), n);
     for (std::size_t i = 0; i < n; ++i) {
       if (std::isnan(x[i])) {
         EXPECT_TRUE(std::isnan(jomoim::bf16_to_float(got[i]))) << "n " << n << " at " << i;

@@ -1,7 +1,5 @@
 // See model/blas.hpp.
 #include "blas.hpp"
-#include "jomoim/core/half.hpp"
-#include "jomoim/engine/elementwise.hpp"
 #include "jomoim/engine/matvec.hpp"
 #include "jomoim/engine/threads.hpp"
 
@@ -10,7 +8,6 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <climits>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -150,13 +147,6 @@ bool gemm_bf16_nt(int M, int N, int K, const std::uint16_t* A, int lda, const st
   stream.wait();
   omp_set_num_threads(saved);
   return true;
-}
-
-void round_to_bf16(const float* x, std::size_t n, std::uint16_t* out) {
-  // Highway's vectors on the calling thread (jomoim/engine/elementwise.hpp). oneDNN's reorder,
-  // used before, cost 40-90 us for a 224 x 256 prompt's activations on the Intel Xeon with
-  // AMX here (a parallel region per call), about half of a bf16 prefill's time in reorders.
-  elementwise::round_to_bf16(x, out, n);
 }
 
 namespace {

@@ -37,7 +37,4 @@ void gemm(bool transA, bool transB, int M, int N, int K, float alpha, const floa
 bool gemm_bf16_nt(int M, int N, int K, const std::uint16_t* A, int lda, const std::uint16_t* B, int ldb,
                   bool accumulate, float* C, int ldc, int threads);
 
-// out[i] = x[i] rounded to bf16, nearest even (what the bf16 products' conversion does); NaN stays NaN.
-void round_to_bf16(const float* x, std::size_t n, std::uint16_t* out);
-
 }  // namespace jomoim::model_blas

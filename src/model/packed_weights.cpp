@@ -11,6 +11,7 @@
 
 #include "blas.hpp"
 #include "jomoim/core/half.hpp"
+#include "jomoim/engine/elementwise.hpp"
 #include "jomoim/engine/matvec.hpp"
 #include "jomoim/engine/quant.hpp"
 #include "jomoim/engine/threads.hpp"
@@ -162,8 +163,8 @@ bool bf16_prompt(const float* x, int N, const PackedMatrix& W, float* y, std::si
   const int xchunks = (N + 15) / 16;
   auto round_x = [&](int c) {
     const int r = 16 * c, m = std::min(16, N - r);
-    model_blas::round_to_bf16(x + static_cast<std::size_t>(r) * K, static_cast<std::size_t>(m) * K,
-                              x16 + static_cast<std::size_t>(r) * K);
+    elementwise::round_to_bf16(x + static_cast<std::size_t>(r) * K, x16 + static_cast<std::size_t>(r) * K,
+                               static_cast<std::size_t>(m) * K);
   };
   if (W.format == WeightFormat::bf16) {
 #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && xb.size() >= 65536)
@@ -188,7 +189,7 @@ bool bf16_prompt(const float* x, int N, const PackedMatrix& W, float* y, std::si
         const int m = std::min(16, n - 16 * c);
         prompt_rows.resize(static_cast<std::size_t>(16) * K);  // this thread's
         W.rows_f32(r0 + 16 * c, m, prompt_rows.data());
-        model_blas::round_to_bf16(prompt_rows.data(), static_cast<std::size_t>(m) * K, t16 + off);
+        elementwise::round_to_bf16(prompt_rows.data(), t16 + off, static_cast<std::size_t>(m) * K);
       }
     }
     if (!model_blas::gemm_bf16_nt(N, n, K, xb.data(), K, t16, K, true, y + r0, static_cast<int>(ldy), threads)) {
