@@ -10,6 +10,9 @@
 Functions:
     attention            the engine (float32, any strides, GIL released while it runs)
     attention_reference  its float64 oracle (plain loops), same arguments
+    quantize_q8, dequantize_q8
+                         the 8-bit K/V format: (int8 values, float32 scale a block of 32)
+    attention_q8kv       attention with k and v in that format (decode: 1.125 bytes a value)
     simd_targets, active_simd_target, set_simd_target
                          which SIMD instruction set the kernels run on
 The model (jomoim/model.py):
@@ -30,7 +33,10 @@ from ._jomoim import (
     __version__,
     active_simd_target,
     attention,
+    attention_q8kv,
     attention_reference,
+    dequantize_q8,
+    quantize_q8,
     set_simd_target,
     simd_targets,
 )
@@ -44,8 +50,11 @@ __all__ = [
     "__version__",
     "active_simd_target",
     "attention",
+    "attention_q8kv",
     "attention_reference",
     "default_model_dir",
+    "dequantize_q8",
+    "quantize_q8",
     "set_simd_target",
     "simd_targets",
 ]

@@ -57,6 +57,33 @@ def attention_reference(q: F32, k: F32, v: F32, *, causal: bool = False, scale: 
                         return_probs: bool = False, dtype: Optional[str] = None) -> Union[F64, Tuple[F64, F64], Tuple[F64, F64, F64]]:
     """The float64 oracle of attention(): same arguments (no threads), float64 results."""
 
+I8 = npt.NDArray[np.int8]
+Q8 = Tuple[I8, F32]
+
+def quantize_q8(x: F32, *, block: int = 32) -> Q8:
+    """The q8 format: (int8 values of x's shape, float32 scales [..., D / block]); x ~ scale * value.
+
+    block: a multiple of 16 dividing D (32: ggml's Q8_0). Raises TypeError for a dtype other than
+    float32, jomoim.Error for a bad block size, a wrong rank (1 to 4) or a non-finite value.
+    """
+
+def dequantize_q8(values: I8, scales: F32, *, block: Optional[int] = None) -> F32:
+    """scale * value, element by element, float32 of values' shape (block None: D / scales.shape[-1])."""
+
+@overload
+def attention_q8kv(q: F32, k: Q8, v: Q8, *, causal: bool = ..., scale: Optional[float] = ...,
+                   bias: Optional[F32] = ..., key_lengths: Optional[KeyLengths] = ...,
+                   notation: Notation = ..., return_lse: Literal[False] = ..., threads: Optional[int] = ...) -> F32:
+    """attention() with k and v as quantize_q8's (values, scales) pairs, [B, Hkv, Nk, D] in C order.
+
+    Equal to the float64 formula on dequantize_q8(*k), dequantize_q8(*v) within float32 rounding.
+    Returns out, or (out, lse) with return_lse.
+    """
+@overload
+def attention_q8kv(q: F32, k: Q8, v: Q8, *, causal: bool = ..., scale: Optional[float] = ...,
+                   bias: Optional[F32] = ..., key_lengths: Optional[KeyLengths] = ...,
+                   notation: Notation = ..., return_lse: Literal[True], threads: Optional[int] = ...) -> Tuple[F32, F32]: ...
+
 def simd_targets() -> list[str]:
     """SIMD targets compiled into the engine that this CPU can run, best first."""
 

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "jomoim/engine/attention.hpp"
+#include "jomoim/engine/quant.hpp"
 #include "jomoim/engine/simd.hpp"
 #include "jomoim/version.hpp"
 
@@ -354,6 +355,171 @@ py::object attention_reference(py::handle q, py::handle k, py::handle v, py::han
   return result(out, lse, probs);
 }
 
+// ---------------------------------------------------------------------------------------------
+// The q8 format (jomoim/engine/quant.hpp): quantize_q8, dequantize_q8, attention_q8kv.
+
+// A positive integer argument (operator.index semantics), or TypeError / ValueError naming it.
+Index index_of(const char* name, py::handle obj) {
+  PyObject* i = PyNumber_Index(obj.ptr());
+  if (!i) {
+    PyErr_Clear();
+    throw py::type_error(std::string(name) + ": expected an integer, got " + type_name(obj));
+  }
+  int overflow = 0;
+  const long long n = PyLong_AsLongLongAndOverflow(i, &overflow);
+  Py_DECREF(i);
+  if (overflow) throw py::value_error(std::string(name) + ": " + std::string(py::str(obj)) + " is out of range");
+  return Index(n);
+}
+
+// An ndarray of exactly `dtype` (native byte order) and rank 1 to 4, or TypeError / jomoim.Error.
+py::array typed_array(const char* name, py::handle obj, const char* dtype) {
+  if (!py::isinstance<py::array>(obj))
+    throw py::type_error(std::string(name) + ": expected a numpy.ndarray of " + dtype + ", got " + type_name(obj));
+  auto a = py::reinterpret_borrow<py::array>(obj);
+  if (!py::bool_(a.dtype().attr("__eq__")(py::dtype(dtype))))
+    throw py::type_error(std::string(name) + ": expected dtype " + dtype + " (native byte order), got " +
+                         std::string(py::str(a.dtype())));
+  if (a.ndim() < 1 || a.ndim() > 4)
+    throw jomoim::Error(std::string(name) + ": expected rank 1 to 4 (the last dimension holds the blocks), got shape " +
+                        shape_text(a));
+  return a;
+}
+
+// a's shape with leading 1s up to rank 4.
+std::array<Index, 4> shape4(const py::array& a) {
+  std::array<Index, 4> s = {1, 1, 1, 1};
+  for (py::ssize_t d = 0; d < a.ndim(); ++d) s[std::size_t(4 - a.ndim() + d)] = Index(a.shape(d));
+  return s;
+}
+
+// A C-order copy when a is not C-contiguous and aligned (q8 views carry no strides).
+py::array c_order(const py::array& a) {
+  if ((a.flags() & py::array::c_style) && reinterpret_cast<std::uintptr_t>(a.data()) % a.itemsize() == 0) return a;
+  return py::module_::import("numpy").attr("ascontiguousarray")(a);
+}
+
+// values (int8) and scales (float32) of one q8 tensor, checked against each other: the same
+// leading dimensions, scales' last = D / block. The arrays are kept alive by `keep`.
+struct Q8Arg {
+  py::array values, scales;
+  jomoim::ConstQ8Tensor4 view;
+};
+
+Q8Arg q8_arg(const std::string& name, py::handle values_obj, py::handle scales_obj, std::optional<Index> block,
+             int rank) {
+  const std::string vn = name + " values", sn = name + " scales";
+  Q8Arg r;
+  r.values = c_order(typed_array(vn.c_str(), values_obj, "int8"));
+  r.scales = c_order(typed_array(sn.c_str(), scales_obj, "float32"));
+  if (rank && r.values.ndim() != rank)
+    throw jomoim::Error(vn + ": expected a rank-" + std::to_string(rank) + " array [B, Hkv, Nk, D], got shape " +
+                        shape_text(r.values));
+  if (r.scales.ndim() != r.values.ndim())
+    throw jomoim::Error(sn + ": shape " + shape_text(r.scales) + " does not match the values' " + shape_text(r.values) +
+                        " (expected the same leading dimensions and D / block last)");
+  const std::array<Index, 4> vs = shape4(r.values), ss = shape4(r.scales);
+  const Index D = vs[3], nb = ss[3];
+  if (!block && (nb == 0 ? D != 0 : D % nb != 0))
+    throw jomoim::Error(sn + ": " + std::to_string(nb) + " blocks a row do not divide D = " + std::to_string(D) +
+                        " of the values' shape " + shape_text(r.values));
+  const Index b = block.value_or(nb > 0 ? D / nb : 32);
+  bool ok = vs[0] == ss[0] && vs[1] == ss[1] && vs[2] == ss[2];
+  if (b > 0 && D % b == 0) ok = ok && nb == D / b;
+  if (!ok)
+    throw jomoim::Error(sn + ": shape " + shape_text(r.scales) + " does not match the values' " + shape_text(r.values) +
+                        " with blocks of " + std::to_string(b) + " (expected the same leading " +
+                        "dimensions and D / block last)");
+  r.view = {vs, b, static_cast<const std::int8_t*>(r.values.data()), static_cast<const float*>(r.scales.data())};
+  return r;
+}
+
+py::tuple quantize_q8(py::handle x_obj, py::handle block_obj) {
+  const py::array x = typed_array("x", x_obj, "float32");
+  const Index block = index_of("block", block_obj);
+  const jomoim::ConstTensor4 xv = view_of("x", x, shape4(x));
+  jomoim::Q8Buffer buf;
+  {
+    py::gil_scoped_release unlocked;
+    buf = jomoim::quantize_q8(xv, block);
+  }
+  std::vector<py::ssize_t> shape(x.shape(), x.shape() + x.ndim());
+  py::array_t<std::int8_t> values(shape);
+  shape.back() = py::ssize_t(buf.shape[3] / buf.block);
+  py::array_t<float> scales(shape);
+  if (!buf.values.empty()) std::memcpy(values.mutable_data(), buf.values.data(), buf.values.size());
+  if (!buf.scales.empty()) std::memcpy(scales.mutable_data(), buf.scales.data(), buf.scales.size() * sizeof(float));
+  return py::make_tuple(values, scales);
+}
+
+py::array dequantize_q8(py::handle values, py::handle scales, py::handle block_obj) {
+  const std::optional<Index> block =
+      block_obj.is_none() ? std::nullopt : std::optional<Index>(index_of("block", block_obj));
+  const Q8Arg a = q8_arg("q8", values, scales, block, 0);
+  py::array_t<float> out(std::vector<py::ssize_t>(a.values.shape(), a.values.shape() + a.values.ndim()));
+  const jomoim::Tensor4 ov = jomoim::Tensor4::contiguous(out.mutable_data(), a.view.shape);
+  {
+    py::gil_scoped_release unlocked;
+    jomoim::dequantize_q8(a.view, ov);
+  }
+  return out;
+}
+
+// k or v: a (values, scales) pair, as quantize_q8 returns it.
+Q8Arg q8_pair(const char* name, py::handle obj) {
+  if (!py::isinstance<py::tuple>(obj) && !py::isinstance<py::list>(obj))
+    throw py::type_error(std::string(name) + ": expected a (values, scales) pair from quantize_q8, got " +
+                         type_name(obj));
+  const py::sequence s = py::reinterpret_borrow<py::sequence>(obj);
+  if (s.size() != 2)
+    throw py::type_error(std::string(name) + ": expected a (values, scales) pair from quantize_q8, got " +
+                         std::to_string(s.size()) + " items");
+  return q8_arg(name, s[0], s[1], std::nullopt, 4);
+}
+
+py::object attention_q8kv(py::handle q, py::handle k, py::handle v, py::handle causal, py::handle scale_obj,
+                          py::handle bias, py::handle key_lengths, py::handle notation, py::handle lse_flag,
+                          py::handle threads) {
+  jomoim::AttentionOptions opt;
+  opt.threads = threads_of(threads);
+  const bool return_lse = flag_of("return_lse", lse_flag);
+  opt.notation = jomoim::parse_notation(notation_of(notation));
+  opt.causal = flag_of("causal", causal);
+  const bool col = opt.notation == jomoim::Notation::col3b1b;
+  const std::optional<double> scale = scale_of(scale_obj);
+  if (scale) {
+    if (!std::isfinite(*scale) || std::fabs(*scale) > double(std::numeric_limits<float>::max()))
+      throw py::value_error("scale: expected a finite float32 number, got " + std::string(py::str(py::float_(*scale))));
+    opt.scale = float(*scale);
+  }
+  const py::array qa = float32_array("q", q);
+  const ConstTensor4 qv = input4("q", qa, col ? "[B, Hq, D, Nq]" : "[B, Hq, Nq, D]");
+  const Q8Arg ka = q8_pair("k", k), va = q8_pair("v", v);
+  if (!bias.is_none()) opt.bias = bias_view(float32_array("bias", bias));
+  std::vector<Index> lengths;
+  if (!key_lengths.is_none()) {
+    lengths = key_lengths_of(key_lengths);
+    opt.key_lengths = std::span<const Index>(lengths.data(), lengths.size());
+    if (lengths.empty() && qv.shape[0] != 0)
+      throw jomoim::Error("key_lengths: expected " + std::to_string(qv.shape[0]) + " entries (one per batch), got 0");
+  }
+  const Index B = qv.shape[0], Hq = qv.shape[1], Nq = col ? qv.shape[3] : qv.shape[2], Dv = va.view.shape[3];
+  auto out = col ? new_array<float>({B, Hq, Dv, Nq}) : new_array<float>({B, Hq, Nq, Dv});
+  const jomoim::Tensor4 ov =
+      jomoim::Tensor4::contiguous(out.mutable_data(), {out.shape(0), out.shape(1), out.shape(2), out.shape(3)});
+  py::object lse = py::none();
+  if (return_lse) {
+    auto a = new_array<float>({B, Hq, Nq});
+    opt.lse = jomoim::Tensor3::contiguous(a.mutable_data(), {B, Hq, Nq});
+    lse = a;
+  }
+  {
+    py::gil_scoped_release unlocked;
+    jomoim::attention_q8kv(qv, ka.view, va.view, ov, opt);
+  }
+  return result(out, lse, py::none());
+}
+
 // pybind11's generated signatures would show the arguments as "handle": each docstring starts
 // with the signature as Python users write it instead.
 const char* kAttentionDoc =
@@ -415,6 +581,49 @@ Same arguments, rules and errors as attention() (without threads); the inputs (f
 per the flags (out, lse), (out, probs) or (out, lse, probs). Meant for tests and checks: it
 allocates Nk doubles plus its results, and is far slower than attention().)doc";
 
+const char* kQuantizeDoc =
+    R"doc(quantize_q8(x, *, block=32) -> (values, scales)
+
+The q8 format of keys and values (docs/design.md; jomoim/engine/quant.hpp): the last dimension
+D is cut into blocks of `block` values (a multiple of 16 that divides D; 32 is ggml's Q8_0
+block, block=D one scale per row). Each block stores d = max|x| / 127 and
+q = round_half_even(x / d) in [-127, 127], and represents x ~ d * q (|x - d q| <= d / 2).
+
+Arguments:
+    x       numpy.ndarray of float32, rank 1 to 4, any strides; every value finite.
+    block   values per scale.
+
+Returns (values, scales): new C-order arrays, values int8 of x's shape and scales float32 of
+x's shape with D / block last: 1 + 4 / block bytes a value (1.125 at block 32).
+
+Raises TypeError for a dtype other than float32, jomoim.Error naming the problem for a block
+size that is not a multiple of 16 or does not divide D, a wrong rank, or a NaN or infinity
+(with its index; nothing is returned).)doc";
+
+const char* kDequantizeDoc =
+    R"doc(dequantize_q8(values, scales, *, block=None) -> x
+
+x = d * q, element by element: the float32 values a q8 tensor stands for (exactly what
+attention_q8kv reads). values int8 and scales float32 as quantize_q8 returns them (rank 1 to 4,
+the same leading dimensions, D / block scales last); block None: D / scales.shape[-1].
+Returns a new C-order float32 array of values' shape. Raises TypeError for wrong dtypes,
+jomoim.Error for shapes that do not match or a bad block size.)doc";
+
+const char* kAttentionQ8Doc =
+    R"doc(attention_q8kv(q, k, v, *, causal=False, scale=None, bias=None, key_lengths=None, notation='paper')doc"
+    R"doc(, return_lse=False, threads=None) -> out | (out, lse)
+
+attention() with keys and values in the q8 format: k and v are (values, scales) pairs from
+quantize_q8, C order [B, Hkv, Nk, D] and [B, Hkv, Nk, Dv] (the blocks along D; notation applies
+to q and out only). The result is that of the float64 formula on the dequantized k and v
+(attention_reference(q, dequantize_q8(*k), dequantize_q8(*v)) is its oracle): scores, softmax and
+sums in float32, each block widened in registers, never stored wider, so K and V move 1.125
+bytes a value instead of 4. Made for decode (few query rows, many keys) but correct for any Nq.
+
+Arguments as attention() for q (float32, any strides), causal, scale, bias, key_lengths,
+notation, return_lse and threads (probabilities are not offered). Returns out (a new C-order
+float32 array), or (out, lse) with return_lse. Raises TypeError for wrong types, jomoim.Error
+(a ValueError) for invalid arguments. The GIL is released while it runs.)doc";
 }  // namespace
 
 PYBIND11_MODULE(_jomoim, m) {
@@ -434,6 +643,13 @@ PYBIND11_MODULE(_jomoim, m) {
         py::arg("bias") = py::none(), py::arg("key_lengths") = py::none(), py::arg("notation") = py::str("paper"),
         py::arg("return_lse") = py::bool_(false), py::arg("return_probs") = py::bool_(false),
         py::arg("dtype") = py::none());
+  m.def("quantize_q8", &quantize_q8, kQuantizeDoc, py::arg("x"), py::kw_only(), py::arg("block") = py::int_(32));
+  m.def("dequantize_q8", &dequantize_q8, kDequantizeDoc, py::arg("values"), py::arg("scales"), py::kw_only(),
+        py::arg("block") = py::none());
+  m.def("attention_q8kv", &attention_q8kv, kAttentionQ8Doc, py::arg("q"), py::arg("k"), py::arg("v"), py::kw_only(),
+        py::arg("causal") = py::bool_(false), py::arg("scale") = py::none(), py::arg("bias") = py::none(),
+        py::arg("key_lengths") = py::none(), py::arg("notation") = py::str("paper"),
+        py::arg("return_lse") = py::bool_(false), py::arg("threads") = py::none());
   m.def("simd_targets", &jomoim::simd_targets,
         "simd_targets() -> list[str]\n\nSIMD targets compiled into the engine that this CPU can run, best first (e.g. "
         "['AVX3', 'AVX2', ...]).");
