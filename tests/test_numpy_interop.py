@@ -270,6 +270,82 @@ def case_bf16_weights(d, rng):
                        "--bf16-weights"], "--bf16-weights: --distributed reads float32 files only")
 
 
+def q8_round_trip(x, block):
+    """The q8 format's numbers (docs/design.md): d = max|x| / 127 per block along the last
+    axis, q = round_half_even(x * (1 / d)), in float32; returns d * q."""
+    x = np.ascontiguousarray(x, np.float32)
+    blocks = x.reshape(x.shape[:-1] + (x.shape[-1] // block, block))
+    d = (np.abs(blocks).max(axis=-1, initial=np.float32(0)) / np.float32(127)).astype(np.float32)
+    inv = np.where(d > 0, np.float32(1) / np.where(d > 0, d, np.float32(1)), np.float32(0)).astype(np.float32)
+    q = np.clip(np.rint(blocks * inv[..., None]), -127, 127).astype(np.float32)
+    return (q * d[..., None]).astype(np.float32).reshape(x.shape)
+
+
+def case_kv_q8(d, rng):
+    # --kv-q8: K and V quantized by jomoim to 8-bit blocks, then attention on them; the oracle
+    # is float64 on the same rounded numbers (a NumPy transcription of the format). Grouped
+    # decode and a causal prompt, blocks of 32 and of 16, both notations (a 3b1b file's rows
+    # along D are its columns); refusals name the problem and write nothing.
+    for (B, Hq, Hkv, Nq, Nk, D, Dv), block, extra, kw in [
+        ((1, 8, 2, 1, 301, 64, 32), 32, [], {}),
+        ((2, 4, 4, 19, 40, 32, 48), 16, ["--causal", "--q8-block", "16"], {"causal": True}),
+    ]:
+        q, k, v = inputs(rng, B, Hq, Hkv, Nq, Nk, D, Dv)
+        kq, vq = q8_round_trip(k, block), q8_round_trip(v, block)
+        assert not np.array_equal(kq, k)  # the rounding is there to see
+        d.save("q.npy", q), d.save("k.npy", k), d.save("v.npy", v)
+        run_and_check_on(d, (q, k, v), (q, kq, vq), ["--kv-q8", *extra], ("out", "lse"), **kw)
+        r = d.run("--q", "q.npy", "--k", "k.npy", "--v", "v.npy", "--out", "plain.npy", *extra[:1])
+        assert r.returncode == 0, r.stderr
+        err = np.abs(load_written(d("plain.npy")) - load_written(d("out.npy")))
+        assert 0 < float(err.max()) < 0.05, float(err.max())  # q8's error against float32 attention
+    # 3b1b: Q, K, V, OUT as column matrices
+    q, k, v = inputs(rng, 1, 4, 2, 3, 33, 32, 64)
+    tq, tk, tv = (np.ascontiguousarray(np.swapaxes(a, 2, 3)) for a in (q, k, v))
+    d.save("qc.npy", tq), d.save("kc.npy", tk), d.save("vc.npy", tv)
+    r = d.run("--q", "qc.npy", "--k", "kc.npy", "--v", "vc.npy", "--out", "oc.npy", "--kv-q8", "--notation", "3b1b")
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    want = attention(q, q8_round_trip(k, 32), q8_round_trip(v, 32), np.float64)[0]
+    np.testing.assert_allclose(np.swapaxes(load_written(d("oc.npy")), 2, 3), want, rtol=0, atol=1e-5)
+    d.save("q.npy", q), d.save("k.npy", k), d.save("v.npy", v)
+    base = ["--q", "q.npy", "--k", "k.npy", "--v", "v.npy", "--out", "o2.npy"]
+    expect_refused(d, base + ["--kv-q8", "--probs", "p.npy"],
+                   "--kv-q8: attention on q8 keys and values writes no --probs")
+    expect_refused(d, base + ["--kv-q8", "--q8-block", "24"],
+                   "--k k.npy: quantize_q8: q8 block size must be a positive multiple of 16, got 24")
+    expect_refused(d, base + ["--kv-q8", "--q8-block", "64"],
+                   "--k k.npy: quantize_q8: q8 block size 64 does not divide")
+    expect_refused(d, base + ["--kv-q8", "--distributed"], "--kv-q8: --distributed attends on float32 K and V only")
+    expect_refused(d, base + ["--q8-block", "16"], "--q8-block: only with --kv-q8")
+    bad = k.copy()
+    bad[0, 1, 7, 3] = np.nan
+    d.save("kn.npy", bad)
+    expect_refused(d, ["--q", "q.npy", "--k", "kn.npy", "--v", "v.npy", "--out", "o2.npy", "--kv-q8"],
+                   "--k kn.npy: quantize_q8: non-finite value nan at index [0, 1, 7, 3]")
+    h = [a.astype(np.float16) for a in (q, k, v)]
+    for name, a in zip("qkv", h):
+        d.save(f"h{name}.npy", a)
+    expect_refused(d, ["--q", "hq.npy", "--k", "hk.npy", "--v", "hv.npy", "--out", "o2.npy", "--dtype", "f16",
+                       "--kv-q8"], "--kv-q8: quantizes float32 K and V files; these are f16")
+
+
+def run_and_check_on(d, files, numbers, extra_args, outputs, **ref_args):
+    """run_and_check for inputs whose files (`files`, already saved) differ from the numbers
+    the engine computes on (`numbers`: here the q8-rounded K and V)."""
+    args = ["--q", "q.npy", "--k", "k.npy", "--v", "v.npy", "--out", "out.npy", *extra_args]
+    for name in outputs[1:]:
+        args += [f"--{name}", f"{name}.npy"]
+    r = d.run(*args)
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    q, k, v = numbers
+    ref = dict(zip(("out", "lse", "probs"), attention(q, k, v, np.float64, **ref_args)))
+    naive = dict(zip(("out", "lse", "probs"), attention(q, k, v, np.float32, **ref_args)))
+    lse_scale = max(1.0, float(np.max(np.abs(ref["lse"][np.isfinite(ref["lse"])]), initial=0)))
+    scales = {"out": float(np.max(np.abs(v), initial=0)), "lse": lse_scale}
+    for name in outputs:
+        check_close(name, load_written(d(f"{name}.npy")), ref[name], naive[name], scales[name])
+
+
 def case_truncated_and_mismatched_refused(d, rng):
     q, k, v = inputs(rng, 1, 3, 2, 4, 5, 3, 3)  # Hq = 3 is not a multiple of Hkv = 2
     d.save("q.npy", q), d.save("k.npy", k), d.save("v.npy", v)

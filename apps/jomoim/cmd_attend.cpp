@@ -24,6 +24,7 @@
 #include "attend_dist.hpp"
 #include "commands.hpp"
 #include "jomoim/engine/attention.hpp"
+#include "jomoim/engine/quant.hpp"
 #include "jomoim/engine/threads.hpp"
 #include "jomoim/formats/npy.hpp"
 
@@ -45,6 +46,8 @@ struct AttendOptions {
   bool distributed = false;   // ring attention over MPI (cmd_attend_dist.cpp)
   std::string dtype = "f32";  // of Q, K, V: f32 (the contract), f16, bf16, or auto (from the files)
   bool bf16_weights = false;  // AttentionOptions::bf16_weights (bf16 inputs only)
+  bool kv_q8 = false;         // K and V quantized to q8 (jomoim/engine/quant.hpp), attention_q8kv
+  std::int64_t q8_block = 32;
 };
 
 // An option and the path given to it, as one name for messages: "--q q.npy".
@@ -200,6 +203,10 @@ void run_attend(const AttendOptions& o) {
   if (o.bf16_weights && dtype != Dtype::bf16)
     throw Error(std::string("--bf16-weights: needs bfloat16 inputs (--dtype bf16); these are ") + dtype_name(dtype));
   opts.bf16_weights = o.bf16_weights;
+  if (o.kv_q8 && dtype != Dtype::f32)
+    throw Error(std::string("--kv-q8: quantizes float32 K and V files; these are ") + dtype_name(dtype));
+  if (o.kv_q8 && !o.probs.empty())
+    throw Error("--kv-q8: attention on q8 keys and values writes no --probs (the weights are never stored)");
   const bool half = dtype != Dtype::f32;
   const ConstTensor4 qv = ConstTensor4::contiguous(q.f32.data(), qs), kv = ConstTensor4::contiguous(k.f32.data(), ks),
                      vv = ConstTensor4::contiguous(v.f32.data(), vs);
@@ -230,7 +237,24 @@ void run_attend(const AttendOptions& o) {
     opts.probs = Tensor4::contiguous(probs.data(), {s.B, s.Hq, s.Nq, s.Nk});
   }
   const Tensor4 out_view = Tensor4::contiguous(out.data(), {out_shape[0], out_shape[1], out_shape[2], out_shape[3]});
-  if (half) {
+  if (o.kv_q8) {
+    // K and V in the q8 format's [B, Hkv, N, D] rows (a 3b1b file read through transposed
+    // strides), quantized here: 1.125 bytes a value at block 32, next to the float32 files.
+    auto rows = [](ConstTensor4 t) {
+      std::swap(t.shape[2], t.shape[3]);
+      std::swap(t.strides[2], t.strides[3]);
+      return t;
+    };
+    auto quantize = [&](const PathArg& arg, ConstTensor4 t) {
+      try {
+        return quantize_q8(col ? rows(t) : t, o.q8_block);
+      } catch (const Error& e) {
+        throw Error(arg.label() + ": " + e.what());
+      }
+    };
+    const Q8Buffer k8 = quantize(k_arg, kv), v8 = quantize(v_arg, vv);
+    attention_q8kv(qv, k8.view(), v8.view(), out_view, opts);
+  } else if (half) {
     attention(qh, kh, vh, out_view, opts);
   } else {
     attention(qv, kv, vv, out_view, opts);
@@ -318,6 +342,14 @@ void add_attend_command(CLI::App& app) {
                 "with --dtype bf16: round the softmax weights to bf16 for P·V, as PyTorch's bf16 kernels do "
                 "(VDPBF16PS on AVX512_BF16; each weight moves by at most 2^-8 of itself, so OUT by at most 2^-8 "
                 "sum_j p_j |v_j|; LSE and PROBS stay float32)");
+  cmd->add_flag("--kv-q8", o->kv_q8,
+                "quantize the float32 K and V to jomoim's 8-bit format (blocks of --q8-block values along D, one "
+                "float scale each, |k - d q| <= d/2) and attend on them (attention_q8kv: the float64 formula on the "
+                "dequantized K and V is its oracle); no --probs");
+  CLI::Option* q8_block =
+      cmd->add_option("--q8-block", o->q8_block, "with --kv-q8: values per scale, a multiple of 16 dividing D and Dv")
+          ->type_name("N")
+          ->capture_default_str();
   cmd->add_option("--key-lengths", o->key_lengths,
                   "valid keys per batch entry, B comma-separated counts in 0..Nk; keys j >= L_b of batch b "
                   "are masked (padded sequences)")
@@ -333,12 +365,14 @@ void add_attend_command(CLI::App& app) {
       "Files are C order; Q, K, V float32, float16 or bfloat16 bits (--dtype), the rest float32. Bad input is refused "
       "with one line on stderr and a non-zero exit;\n"
       "outputs are written only when everything succeeded, each atomically.");
-  cmd->callback([o, scale] {
+  cmd->callback([o, scale, q8_block] {
     o->has_scale = scale->count() > 0;
+    if (q8_block->count() > 0 && !o->kv_q8) throw Error("--q8-block: only with --kv-q8");
     if (o->distributed) {
       if (o->dtype != "auto" && o->dtype != "f32")
         throw Error("--dtype " + o->dtype + ": --distributed reads float32 files only");
       if (o->bf16_weights) throw Error("--bf16-weights: --distributed reads float32 files only");
+      if (o->kv_q8) throw Error("--kv-q8: --distributed attends on float32 K and V only");
       run_attend_distributed({o->q, o->k, o->v, o->bias, o->out, o->lse, o->probs, o->causal, o->has_scale, o->scale,
                               o->notation, o->threads, o->key_lengths});
       return;
