@@ -240,14 +240,9 @@ void run_attend(const AttendOptions& o) {
   if (o.kv_q8) {
     // K and V in the q8 format's [B, Hkv, N, D] rows (a 3b1b file read through transposed
     // strides), quantized here: 1.125 bytes a value at block 32, next to the float32 files.
-    auto rows = [](ConstTensor4 t) {
-      std::swap(t.shape[2], t.shape[3]);
-      std::swap(t.strides[2], t.strides[3]);
-      return t;
-    };
-    auto quantize = [&](const PathArg& arg, ConstTensor4 t) {
+    auto quantize = [&](const PathArg& arg, const ConstTensor4& t) {
       try {
-        return quantize_q8(col ? rows(t) : t, o.q8_block);
+        return quantize_q8(col ? t.transposed(2, 3) : t, o.q8_block);
       } catch (const Error& e) {
         throw Error(arg.label() + ": " + e.what());
       }

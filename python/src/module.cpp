@@ -156,16 +156,27 @@ std::optional<double> scale_of(py::handle obj) {
   return x;
 }
 
-int threads_of(py::handle obj) {
-  if (obj.is_none()) return 0;  // OpenMP's default
+// operator.index semantics (Python and NumPy integers, not floats): false when obj is not an
+// integer; *overflow when it does not fit a long long.
+bool index_value(py::handle obj, long long* n, bool* overflow) {
   PyObject* i = PyNumber_Index(obj.ptr());
   if (!i) {
     PyErr_Clear();
-    throw py::type_error("threads: expected a positive integer or None, got " + type_name(obj));
+    return false;
   }
-  int overflow = 0;
-  const long long n = PyLong_AsLongLongAndOverflow(i, &overflow);
+  int over = 0;
+  *n = PyLong_AsLongLongAndOverflow(i, &over);
   Py_DECREF(i);
+  *overflow = over != 0;
+  return true;
+}
+
+int threads_of(py::handle obj) {
+  if (obj.is_none()) return 0;  // OpenMP's default
+  long long n = 0;
+  bool overflow = false;
+  if (!index_value(obj, &n, &overflow))
+    throw py::type_error("threads: expected a positive integer or None, got " + type_name(obj));
   if (overflow || n < 1 || n > 4096)
     throw py::value_error("threads: expected a positive count or None (OpenMP's default), got " +
                           std::string(py::str(obj)));
@@ -193,20 +204,34 @@ std::vector<Index> key_lengths_of(py::handle obj) {
   }
   std::vector<Index> out;
   for (py::handle item : obj) {
-    // operator.index semantics: Python and NumPy integers, not floats or bools' look-alikes.
-    PyObject* i = PyNumber_Index(item.ptr());
-    if (!i) {
-      PyErr_Clear();
+    long long n = 0;
+    bool overflow = false;
+    if (!index_value(item, &n, &overflow))
       throw py::type_error("key_lengths: entry " + std::to_string(out.size()) + " is not an integer (" +
                            type_name(item) + ")");
-    }
-    int overflow = 0;
-    const long long n = PyLong_AsLongLongAndOverflow(i, &overflow);
-    Py_DECREF(i);
     if (overflow) throw py::value_error("key_lengths: entry " + std::to_string(out.size()) + " is out of range");
     out.push_back(Index(n));
   }
   return out;
+}
+
+// A scale for AttentionOptions: a double beyond float's range cannot be converted (undefined
+// behaviour), so it is refused here.
+float float32_scale(double scale) {
+  if (!std::isfinite(scale) || std::fabs(scale) > double(std::numeric_limits<float>::max()))
+    throw py::value_error("scale: expected a finite float32 number, got " + std::string(py::str(py::float_(scale))));
+  return float(scale);
+}
+
+// key_lengths into `lengths` and opt.key_lengths; `batches` is q's B.
+void set_key_lengths(jomoim::AttentionOptions& opt, std::vector<Index>& lengths, py::handle obj, Index batches) {
+  if (obj.is_none()) return;
+  lengths = key_lengths_of(obj);
+  // An empty span means "no key lengths"; B = 0 with [] is the same problem, and B > 0 with []
+  // must still be refused, so pass a non-null pointer to zero entries only when B == 0.
+  opt.key_lengths = std::span<const Index>(lengths.data(), lengths.size());
+  if (lengths.empty() && batches != 0)
+    throw jomoim::Error("key_lengths: expected " + std::to_string(batches) + " entries (one per batch), got 0");
 }
 
 // The parsed arguments shared by attention() and attention_reference(). Holds the views and
@@ -260,21 +285,9 @@ void parse(Call& c, py::handle q, py::handle k, py::handle v, py::handle causal_
     c.v = input4("v", va, vl);
   }
   c.opt.causal = causal;
-  if (scale) {
-    // A double beyond float's range cannot be converted (undefined behaviour): refuse here.
-    if (!std::isfinite(*scale) || std::fabs(*scale) > double(std::numeric_limits<float>::max()))
-      throw py::value_error("scale: expected a finite float32 number, got " + std::string(py::str(py::float_(*scale))));
-    c.opt.scale = float(*scale);
-  }
+  if (scale) c.opt.scale = float32_scale(*scale);
   if (!bias.is_none()) c.opt.bias = bias_view(float32_array("bias", bias));
-  if (!key_lengths.is_none()) {
-    c.key_lengths = key_lengths_of(key_lengths);
-    // An empty span means "no key lengths"; B = 0 with [] is the same problem, and B > 0 with []
-    // must still be refused, so pass a non-null pointer to zero entries only when B == 0.
-    c.opt.key_lengths = std::span<const Index>(c.key_lengths.data(), c.key_lengths.size());
-    if (c.key_lengths.empty() && c.q.shape[0] != 0)
-      throw jomoim::Error("key_lengths: expected " + std::to_string(c.q.shape[0]) + " entries (one per batch), got 0");
-  }
+  set_key_lengths(c.opt, c.key_lengths, key_lengths, c.q.shape[0]);
   c.shape = c.half ? jomoim::check_attention_args(c.q16, c.k16, c.v16, nullptr, c.opt)
                    : jomoim::check_attention_args(c.q, c.k, c.v, nullptr, c.opt);
 }
@@ -358,16 +371,12 @@ py::object attention_reference(py::handle q, py::handle k, py::handle v, py::han
 // ---------------------------------------------------------------------------------------------
 // The q8 format (jomoim/engine/quant.hpp): quantize_q8, dequantize_q8, attention_q8kv.
 
-// A positive integer argument (operator.index semantics), or TypeError / ValueError naming it.
+// An integer argument, or TypeError / ValueError naming it (the engine checks its value).
 Index index_of(const char* name, py::handle obj) {
-  PyObject* i = PyNumber_Index(obj.ptr());
-  if (!i) {
-    PyErr_Clear();
+  long long n = 0;
+  bool overflow = false;
+  if (!index_value(obj, &n, &overflow))
     throw py::type_error(std::string(name) + ": expected an integer, got " + type_name(obj));
-  }
-  int overflow = 0;
-  const long long n = PyLong_AsLongLongAndOverflow(i, &overflow);
-  Py_DECREF(i);
   if (overflow) throw py::value_error(std::string(name) + ": " + std::string(py::str(obj)) + " is out of range");
   return Index(n);
 }
@@ -400,7 +409,7 @@ py::array c_order(const py::array& a) {
 }
 
 // values (int8) and scales (float32) of one q8 tensor, checked against each other: the same
-// leading dimensions, scales' last = D / block. The arrays are kept alive by `keep`.
+// leading dimensions, scales' last = D / block. `view` points into the two arrays held here.
 struct Q8Arg {
   py::array values, scales;
   jomoim::ConstQ8Tensor4 view;
@@ -487,22 +496,13 @@ py::object attention_q8kv(py::handle q, py::handle k, py::handle v, py::handle c
   opt.causal = flag_of("causal", causal);
   const bool col = opt.notation == jomoim::Notation::col3b1b;
   const std::optional<double> scale = scale_of(scale_obj);
-  if (scale) {
-    if (!std::isfinite(*scale) || std::fabs(*scale) > double(std::numeric_limits<float>::max()))
-      throw py::value_error("scale: expected a finite float32 number, got " + std::string(py::str(py::float_(*scale))));
-    opt.scale = float(*scale);
-  }
+  if (scale) opt.scale = float32_scale(*scale);
   const py::array qa = float32_array("q", q);
   const ConstTensor4 qv = input4("q", qa, col ? "[B, Hq, D, Nq]" : "[B, Hq, Nq, D]");
   const Q8Arg ka = q8_pair("k", k), va = q8_pair("v", v);
   if (!bias.is_none()) opt.bias = bias_view(float32_array("bias", bias));
   std::vector<Index> lengths;
-  if (!key_lengths.is_none()) {
-    lengths = key_lengths_of(key_lengths);
-    opt.key_lengths = std::span<const Index>(lengths.data(), lengths.size());
-    if (lengths.empty() && qv.shape[0] != 0)
-      throw jomoim::Error("key_lengths: expected " + std::to_string(qv.shape[0]) + " entries (one per batch), got 0");
-  }
+  set_key_lengths(opt, lengths, key_lengths, qv.shape[0]);
   const Index B = qv.shape[0], Hq = qv.shape[1], Nq = col ? qv.shape[3] : qv.shape[2], Dv = va.view.shape[3];
   auto out = col ? new_array<float>({B, Hq, Dv, Nq}) : new_array<float>({B, Hq, Nq, Dv});
   const jomoim::Tensor4 ov =
