@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <fstream>
 #include <limits>
 #include <random>
 #include <string>
@@ -62,6 +63,87 @@ TEST(ModelBlas, MatvecColsMatchFloat64AndDoNotDependOnThreads) {
 }
 
 }  // namespace
+
+// gemm in general (float32): every transposition, strided operands, shapes from one row or one
+// column to products oneDNN splits over threads, an empty sum (K = 0), alpha and beta; against
+// a float64 sum with 1, 2 and 3 threads, the same bits again for the same thread count (the
+// column slices, and so oneDNN's blocking, depend on it), beta 0 never reading C (NaN there),
+// C's padding untouched. All of it runs on oneDNN's sgemm or jomoim's matrix-vector kernels: the
+// runtime links no OpenBLAS (model/blas.hpp).
+TEST(ModelBlas, GemmMatchesFloat64ForEveryLayout) {
+  std::mt19937_64 rng(13);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  int checked = 0;
+  for (const auto& [M, N, K] : {std::tuple{1, 1, 1}, std::tuple{1, 33, 17}, std::tuple{2, 3, 5},
+                                std::tuple{10, 768, 256}, std::tuple{15, 17, 16}, std::tuple{16, 16, 16},
+                                std::tuple{37, 129, 65}, std::tuple{5, 40, 0}, std::tuple{64, 300, 40}})
+    for (bool transA : {false, true})
+      for (bool transB : {false, true})
+        for (float beta : {0.0f, 1.0f, 0.5f}) {
+          const float alpha = beta == 0.5f ? -1.5f : 1.0f;
+          const int lda = (transA ? M : K) + 3, ldb = (transB ? K : N) + 2, ldc = N + 5;
+          std::vector<float> a(static_cast<std::size_t>(transA ? K : M) * lda),
+              b(static_cast<std::size_t>(transB ? N : K) * ldb), c0(static_cast<std::size_t>(M) * ldc);
+          for (auto& v : a) v = nd(rng);
+          for (auto& v : b) v = nd(rng);
+          for (auto& v : c0) v = nd(rng);
+          auto A = [&](int i, int k) {
+            return double(transA ? a[std::size_t(k) * lda + i] : a[std::size_t(i) * lda + k]);
+          };
+          auto B = [&](int k, int j) {
+            return double(transB ? b[std::size_t(j) * ldb + k] : b[std::size_t(k) * ldb + j]);
+          };
+          const std::string what = std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K) +
+                                   (transA ? " A^T" : "") + (transB ? " B^T" : "") + " beta=" + std::to_string(beta);
+          std::vector<std::vector<float>> got;
+          for (int threads : {1, 2, 3, 2}) {
+            std::vector<float> c = c0;
+            if (beta == 0.0f)
+              for (int i = 0; i < M; ++i)
+                for (int j = 0; j < N; ++j) c[std::size_t(i) * ldc + j] = std::numeric_limits<float>::quiet_NaN();
+            gemm(transA, transB, M, N, K, alpha, a.data(), lda, b.data(), ldb, beta, c.data(), ldc, threads);
+            got.push_back(std::move(c));
+          }
+          const double eps = std::numeric_limits<float>::epsilon();
+          for (int t = 0; t < 3; ++t)
+            for (int i = 0; i < M; ++i)
+              for (int j = 0; j < ldc; ++j) {
+                const std::size_t at = std::size_t(i) * ldc + j;
+                if (j >= N) {
+                  ASSERT_EQ(got[t][at], c0[at]) << what << ": padding written at " << i << "," << j;
+                  continue;
+                }
+                double s = 0.0, mag = 0.0;
+                for (int k = 0; k < K; ++k) {
+                  s += A(i, k) * B(k, j);
+                  mag += std::abs(A(i, k) * B(k, j));
+                }
+                const double base = beta == 0.0f ? 0.0 : double(beta) * c0[at];
+                ASSERT_LE(std::abs(got[t][at] - (base + alpha * s)),
+                          4.0 * (K + 4) * eps * (std::abs(alpha) * mag + std::abs(base)) + 1e-30)
+                    << what << ", " << t + 1 << " threads, at " << i << "," << j;
+              }
+          ASSERT_EQ(0, std::memcmp(got[1].data(), got[3].data(), got[1].size() * sizeof(float)))
+              << what << ": two runs on 2 threads differ";
+          ++checked;
+        }
+  EXPECT_EQ(checked, 9 * 4 * 3);
+}
+
+// The runtime's products load no OpenBLAS: Debian's pthread build starts a worker per core when
+// it is loaded, which spins for ~80 ms and made a 2-thread 10-token prompt take 100 ms instead
+// of 4 (model/blas.hpp). After products of every kind, no libopenblas is mapped in this process.
+TEST(ModelBlas, LoadsNoOpenBlas) {
+  std::vector<float> a(64 * 64, 0.5f), b(64 * 64, 0.25f), c(64 * 64);
+  gemm(false, false, 64, 64, 64, 1.0f, a.data(), 64, b.data(), 64, 0.0f, c.data(), 64, 2);
+  gemm(false, true, 3, 5, 7, 1.0f, a.data(), 7, b.data(), 7, 0.0f, c.data(), 5, 1);
+  gemm(false, false, 1, 64, 64, 1.0f, a.data(), 64, b.data(), 64, 0.0f, c.data(), 64, 2);
+  EXPECT_EQ(c[0], 8.0f);
+  std::ifstream maps("/proc/self/maps");
+  ASSERT_TRUE(maps) << "no /proc/self/maps";
+  std::string line;
+  while (std::getline(maps, line)) EXPECT_EQ(line.find("libopenblas"), std::string::npos) << line;
+}
 
 // elementwise::round_to_bf16 (the prompt products' rounding) on lengths around 4,096: nearest
 // even, ties and carries into the exponent included, infinities kept, NaN still NaN.

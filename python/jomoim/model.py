@@ -208,8 +208,8 @@ class Model:
         """Loads the model directory `path`; None: default_model_dir() ($JOMOIM_MODEL, else the
         repository's models/default).
 
-        threads: OpenMP threads for attention and OpenBLAS threads for the linear layers
-        (None: OpenMP's default, OMP_NUM_THREADS; the OpenBLAS count is process-wide).
+        threads: OpenMP threads for attention and the linear layers (None: OpenMP's default,
+        OMP_NUM_THREADS).
         kv_cache: how every pass's KV cache stores keys and values, as the commands'
         --kv-cache: "f32"; "bf16" (keys, values and the queries rounded to bfloat16, float32
         scores and sums); "q8" (8-bit blocks of 32 values with a float scale, per key/value row

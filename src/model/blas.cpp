@@ -3,7 +3,6 @@
 #include "jomoim/engine/matvec.hpp"
 #include "jomoim/engine/threads.hpp"
 
-#include <cblas.h>
 #include <dnnl.h>
 #include <omp.h>
 
@@ -13,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <tuple>
 #include <vector>
 
@@ -205,9 +205,13 @@ void gemm(bool transA, bool transB, int M, int N, int K, float alpha, const floa
       // No bf16 matmul for this CPU (oneDNN needs AVX-512 at least): float32 below.
     }
   }
-  static std::once_flag single;
-  std::call_once(single, [] { openblas_set_num_threads(1); });
   if (M <= 0 || N <= 0) return;
+  if (K <= 0) {  // an empty sum: C = beta C (oneDNN's sgemm refuses K = 0)
+    for (int i = 0; i < M; ++i)
+      for (int j = 0; j < N; ++j)
+        C[static_cast<long>(i) * ldc + j] = beta == 0.0f ? 0.0f : beta * C[static_cast<long>(i) * ldc + j];
+    return;
+  }
   int nt = resolve_threads(threads);
   // Small products are not worth a parallel region; slices are multiples of 16 columns.
   const double work = static_cast<double>(M) * N * K;
@@ -222,28 +226,23 @@ void gemm(bool transA, bool transB, int M, int N, int K, float alpha, const floa
     if (n <= 0) return;
     const float* Bs = transB ? B + static_cast<long>(j0) * ldb : B + j0;
     float* Cs = C + j0;
-    if (M == 1 && !transA) {
+    if (M == 1 && !transA && (!transB || (alpha == 1.0f && beta == 0.0f))) {
       // y[n] = x[K] op(B): one matrix-vector product per slice, through jomoim's own kernels
       // (jomoim/engine/matvec.hpp), which read the weights at 1.2-1.4x the bandwidth of
-      // OpenBLAS 0.3.21's sgemv here (decode is the time to read them).
+      // OpenBLAS 0.3.21's sgemv (decode is the time to read them).
       if (!transB)
         matvec::f32_cols(A, K, Bs, static_cast<std::size_t>(ldb), n, alpha, beta, Cs);
-      else if (alpha == 1.0f && beta == 0.0f)
-        matvec::f32_rows(A, static_cast<std::size_t>(K), 1, Bs, static_cast<std::size_t>(ldb), K, n, nullptr, Cs, 1);
       else
-        cblas_sgemv(CblasRowMajor, CblasNoTrans, n, K, alpha, Bs, ldb, A, 1, beta, Cs, 1);
+        matvec::f32_rows(A, static_cast<std::size_t>(K), 1, Bs, static_cast<std::size_t>(ldb), K, n, nullptr, Cs, 1);
       return;
     }
-    // oneDNN's sgemm (AVX-512 where the CPU has it: OpenBLAS 0.3.21 picks its Haswell kernels on
-    // CPUs it does not know, e.g. AMD Zen 5) for products of some size; OpenBLAS for small ones,
-    // where oneDNN's per-call overhead dominates. Inside the parallel region below oneDNN runs
-    // on the calling thread only (it does not nest); see the nt == 1 case for calls outside it.
-    if (M >= 16 && n >= 16 && K >= 16 &&
-        dnnl_sgemm(transA ? 'T' : 'N', transB ? 'T' : 'N', M, n, K, alpha, A, lda, Bs, ldb, beta, Cs, ldc) ==
-            dnnl_success)
-      return;
-    cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans, M, n, K, alpha,
-                A, lda, Bs, ldb, beta, Cs, ldc);
+    // oneDNN's sgemm (AVX-512 where the CPU has it). Inside the parallel region below it runs on
+    // the calling thread only (it does not nest); see the nt == 1 case for calls outside it.
+    // Its arguments are checked above (sizes >= 1, leading dimensions from the callers' shapes),
+    // so a failure here is a bug.
+    if (dnnl_sgemm(transA ? 'T' : 'N', transB ? 'T' : 'N', M, n, K, alpha, A, lda, Bs, ldb, beta, Cs, ldc) !=
+        dnnl_success)
+      throw std::logic_error("model_blas::gemm: oneDNN's sgemm refused its arguments");
   };
   if (nt == 1) {
     // Outside a parallel region oneDNN would start omp_get_max_threads() threads: one here.

@@ -1,16 +1,19 @@
-// Matrix products of the model layers, threaded by OpenMP: float32 products with every
-// dimension >= 16 on oneDNN's sgemm (OpenBLAS 0.3.21 runs its AVX2 Haswell kernels on CPUs it
-// does not know, such as AMD Zen 5, at about half of oneDNN's AVX-512 speed), smaller ones and
-// matrix-vector products on OpenBLAS (oneDNN's per-call cost dominates there); bf16 products
-// (training) on oneDNN's matmul.
+// Matrix products of the model layers, threaded by OpenMP: float32 products on oneDNN's sgemm
+// (AVX-512 where the CPU has it; OpenBLAS 0.3.21 runs its AVX2 Haswell kernels on CPUs it does
+// not know, such as AMD Zen 5), matrix-vector products on jomoim's own kernels
+// (jomoim/engine/matvec.hpp), bf16 products (training, prompts with --matmul bf16) on oneDNN's
+// matmul. The runtime does not link OpenBLAS: Debian's pthread OpenBLAS starts a worker thread
+// per core when it is loaded, and that thread spins in sched_yield for about 2^28 cycles (~80 ms)
+// before it sleeps; on 2 cores a 10-token prompt with 2 OpenMP threads took 100 ms instead of 4
+// (bench/NOTES.md, "OpenBLAS's spinning threads"). oneDNN's sgemm is also faster than OpenBLAS's
+// at the runtime's small-M shapes (10 x 768 x 256: 33 against 72 us on one thread).
 //
 // A second thread pool next to OpenMP's (attention, element-wise kernels) makes both spin while
-// the other works: on a busy machine a decode step with 2 threads ran 5x slower than with 1.
-// So OpenBLAS is kept single-threaded and a float32 product is split by output columns over one
-// OpenMP team; each thread calls the library on its slice (oneDNN does not nest inside it).
-// Each output element is computed by one call, so results are reproducible for a given thread
-// count. A bf16 product runs as one oneDNN matmul on OpenMP's team (oneDNN's own split, also
-// the same for a given thread count).
+// the other works, so a float32 product is split by output columns over one OpenMP team; each
+// thread calls oneDNN's sgemm on its slice (oneDNN does not nest inside it). Each output
+// element is computed by one call, so results are reproducible for a given thread count. A bf16
+// product runs as one oneDNN matmul on OpenMP's team (oneDNN's own split, also the same for a
+// given thread count).
 #pragma once
 
 #include <cstddef>

@@ -54,7 +54,7 @@ void for_chunks(std::size_t n, int threads, Fn&& fn) {
 // consecutive positions of one sequence.
 void embed(const float* wte, const float* wpe, int C, const std::int32_t* ids, int T, int first_position, float* x);
 
-// y[N, out] = x[N, in] W[in, out] + b  (row-major, W as GPT-2's Conv1D stores it; OpenBLAS).
+// y[N, out] = x[N, in] W[in, out] + b  (row-major, W as GPT-2's Conv1D stores it; model_blas::gemm).
 // precision: of the product's inputs (model_blas::Precision; training may take bf16).
 void linear(const float* x, int N, int in, int out, const float* W, const float* b, float* y, int threads,
             model_blas::Precision precision = model_blas::Precision::f32);

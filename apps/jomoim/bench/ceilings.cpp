@@ -7,24 +7,64 @@
 #include <cstring>
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
-#include <cblas.h>
+#include <cblas.h>  // types and constants only: OpenBLAS is loaded at run time (OpenBlas below)
+#include <dlfcn.h>
 #include <omp.h>
 
 #include "fma_peak.hpp"
+#include "jomoim/core/tensor.hpp"  // jomoim::Error
 #include "jomoim/engine/simd.hpp"
 
 #include "bench/timing.hpp"
 
 namespace jomoim::cli::bench {
 
+namespace {
+
+// OpenBLAS, opened the first time the sgemm ceiling is asked for. The jomoim binary does not
+// link it: Debian's pthread build starts a worker thread per core when it is loaded, and those
+// spin in sched_yield for ~80 ms, slowing every short jomoim run (src/model/blas.hpp).
+struct OpenBlas {
+  decltype(&cblas_sgemm) sgemm = nullptr;
+  decltype(&openblas_set_num_threads) set_num_threads = nullptr;
+  decltype(&openblas_get_corename) corename = nullptr;
+};
+
+const OpenBlas& openblas() {
+  static const OpenBlas lib = [] {
+    std::string why;
+    void* h = nullptr;
+    // Debian's pkg-config libdir first (the build's OpenBLAS), then the loader's alternative.
+    const std::string built = std::string(JOMOIM_OPENBLAS_LIBDIR) + "/libopenblas.so.0";
+    for (const char* name : {built.c_str(), "libopenblas.so.0"}) {
+      if ((h = dlopen(name, RTLD_NOW | RTLD_LOCAL))) break;
+      const char* e = dlerror();
+      why = e ? e : name;
+    }
+    if (!h) throw Error("bench --sgemm: cannot load OpenBLAS (" + why + "); install libopenblas0");
+    OpenBlas b;
+    b.sgemm = reinterpret_cast<decltype(b.sgemm)>(dlsym(h, "cblas_sgemm"));
+    b.set_num_threads = reinterpret_cast<decltype(b.set_num_threads)>(dlsym(h, "openblas_set_num_threads"));
+    b.corename = reinterpret_cast<decltype(b.corename)>(dlsym(h, "openblas_get_corename"));
+    if (!b.sgemm || !b.set_num_threads || !b.corename)
+      throw Error("bench --sgemm: the OpenBLAS library found lacks cblas_sgemm or openblas_* functions");
+    return b;
+  }();
+  return lib;
+}
+
+}  // namespace
+
 // OpenBLAS cblas_sgemm C = A B (row-major, square n) with the bench's thread count: the fp32
 // compute ceiling the attention GFLOP/s are compared with. Measured after the attention runs,
 // because OpenBLAS's idle threads keep spinning for a while after a call and would slow the
 // OpenMP threads of the engine.
 Sgemm bench_sgemm(Index n, int threads, double min_time) {
-  openblas_set_num_threads(threads);
+  const OpenBlas& blas = openblas();
+  blas.set_num_threads(threads);
   std::vector<float> a(std::size_t(n * n)), b(std::size_t(n * n)), c(std::size_t(n * n));
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> uni(-1.f, 1.f);
@@ -32,8 +72,8 @@ Sgemm bench_sgemm(Index n, int threads, double min_time) {
     for (float& e : *x) e = uni(rng);
   const Timing t = time_calls(
       [&] {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(n), int(n), int(n), 1.f, a.data(), int(n), b.data(),
-                    int(n), 0.f, c.data(), int(n));
+        blas.sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(n), int(n), int(n), 1.f, a.data(), int(n), b.data(),
+                   int(n), 0.f, c.data(), int(n));
       },
       1, 3, min_time);
   const double flop = 2.0 * double(n) * double(n) * double(n);
@@ -78,7 +118,7 @@ Json sgemm_json(const Sgemm& g, int threads) {
               {"median_ms", g.median_ms},
               {"gflops", g.gflops},
               {"gflops_best", g.gflops_best},
-              {"openblas_core", openblas_get_corename()}};
+              {"openblas_core", openblas().corename()}};
 }
 Json copy_json(const Copy& c, int threads) {
   return Json{{"kind", "copy"},
@@ -122,7 +162,7 @@ void print_ceilings(const BenchOptions& o, bool sgemm, bool copy, bool fma, int 
       std::printf(
           "sgemm ceiling: OpenBLAS (%s) n=%lld, %d threads: %.1f GFLOP/s (median %.2f ms), "
           "%.1f GFLOP/s in the fastest call\n",
-          openblas_get_corename(), (long long)g.n, threads, g.gflops, g.median_ms, g.gflops_best);
+          openblas().corename(), (long long)g.n, threads, g.gflops, g.median_ms, g.gflops_best);
   }
   if (copy) {
     const Copy c = bench_copy(o.copy_mib, threads);

@@ -3,8 +3,8 @@
 // The model of docs/design.md's second layer: token embedding + learned position embedding, n_layer
 // pre-LayerNorm blocks (causal multi-head self-attention through jomoim::attention, then a GELU
 // MLP), a final LayerNorm, and an output head tied to the token embedding. Linear layers run on
-// OpenBLAS (cblas_sgemm); attention runs on the engine, reading Q, K and V straight out of the
-// fused QKV projection and the KV cache through strided views (no per-head copies).
+// oneDNN's sgemm and jomoim's matrix-vector kernels; attention runs on the engine, reading Q, K and V straight out of
+// the fused QKV projection and the KV cache through strided views (no per-head copies).
 //
 // Weights are borrowed: GptParams holds pointers, and the GptModel keeps whatever owns them
 // alive (the memory-mapped safetensors file when loaded from disk: F32 checkpoints are used in
@@ -283,7 +283,7 @@ class GptModel {
   void set_matmul(MatmulPrecision precision) { matmul_ = precision; }
   MatmulPrecision matmul() const { return matmul_; }
 
-  // Threads for attention and for OpenBLAS (0: OpenMP's default). Process-wide for OpenBLAS.
+  // Threads for attention and the linear layers (0: OpenMP's default).
   void set_threads(int threads);
   int threads() const { return threads_; }
   // The format of the KV caches that make_cache() creates (f32 unless set; see KvFormat).

@@ -8,7 +8,7 @@
 //
 // loss_and_grad() runs the forward pass on a batch of token windows keeping the activations
 // it needs, then the backward pass of every layer: the tied output head with softmax
-// cross-entropy, LayerNorm, linear layers (OpenBLAS), GELU (tanh), causal multi-head attention
+// cross-entropy, LayerNorm, linear layers (oneDNN), GELU (tanh), causal multi-head attention
 // (jomoim::attention_backward, from the forward's log-sum-exp: no T x T buffer), and the
 // token and position embeddings.
 #pragma once
