@@ -318,7 +318,23 @@ std::vector<ExplainLensEntry> logit_lens_of(const Pass& p, const GptModel& model
   std::vector<std::int32_t> ids(V);
   for (int l = 0; l <= c.n_layer; ++l) {
     const std::vector<double> h = final_norm(model, p.trace.residual.data() + static_cast<std::size_t>(l) * C);
-    for (int v = 0; v < V; ++v) {
+    // Four vocabulary rows at a time: four independent float64 chains instead of one (3-4x
+    // faster: the chain's add latency was the limit), each row's sum still in order of i, so
+    // the logits are the same bits as one row at a time.
+    int v = 0;
+    for (; v + 4 <= V; v += 4) {
+      const float* r0 = wte + static_cast<std::size_t>(v) * C;
+      const float *r1 = r0 + C, *r2 = r1 + C, *r3 = r2 + C;
+      double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+      for (int i = 0; i < C; ++i) {
+        s0 += h[i] * r0[i];
+        s1 += h[i] * r1[i];
+        s2 += h[i] * r2[i];
+        s3 += h[i] * r3[i];
+      }
+      logits[v] = s0, logits[v + 1] = s1, logits[v + 2] = s2, logits[v + 3] = s3;
+    }
+    for (; v < V; ++v) {
       const float* row = wte + static_cast<std::size_t>(v) * C;
       double s = 0;
       for (int i = 0; i < C; ++i) s += h[i] * row[i];
