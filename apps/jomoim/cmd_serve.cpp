@@ -2,7 +2,7 @@
 //
 // Loads the model once and serves the page (share/jomoim/web beside the program, or --assets DIR) and the
 // JSON API of apps/serve/server.hpp until Ctrl-C (SIGINT) or SIGTERM, which stop it cleanly:
-// the signal handler only sets a flag (OpenBLAS and OpenMP start threads before we could
+// the signal handler only sets a flag (OpenMP and oneDNN start threads before we could
 // block signals in them, so any thread may take the signal); a waiting thread sees the flag
 // and stops the server, which lets requests in progress finish.
 #include <atomic>
@@ -105,7 +105,7 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--host", args->host, "address to listen on (loopback by default)")->capture_default_str();
   cmd->add_option("--port", args->port, "port (0: any free port; the URL is printed)")->capture_default_str();
   cmd->add_option("--assets", args->assets, "folder of the page's files")->capture_default_str();
-  cmd->add_option("--threads", args->threads, std::string(threads_help) + " per forward pass (attention and OpenBLAS)")
+  cmd->add_option("--threads", args->threads, std::string(threads_help) + " per forward pass (attention and the linear layers)")
       ->capture_default_str();
   add_kv_cache_option(cmd, args->kv_cache);
   add_weights_option(cmd, args->weights);
