@@ -40,9 +40,6 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 // Scores in base-2 units, as in attention(): the queries are packed times scale * log2(e).
 constexpr float kLog2e = 1.44269504088896340736f;
 constexpr float kLn2 = 0.69314718055994530942f;
-// Query rows whose dot products share each widened key vector: four keys at a time for each
-// row, 4 x 4 accumulators on AVX-512's 32 registers, 2 x 4 on the 16 of the others.
-constexpr std::size_t kScoreRows = kManyRegisters ? 4 : 2;
 constexpr std::ptrdiff_t kPrefetchRows = 48;  // K and V rows read ahead (each row once)
 
 // One vector of q8 values (inside one block), widened to float32, without its block's scale:
@@ -102,9 +99,10 @@ struct Kernel {
     return qp.v.scales + ((rows.b * p.s.Hkv + rows.g) * p.s.Nk + j) * (p.s.Dv / qp.v.block);
   }
 
-  // s[r][j - t0] = q_r . k_j for the keys [t0, t0 + tl), R rows from row r0. Four keys at a
-  // time where the target has Sum4 (their lane sums folded together, about 13 operations for
-  // four sums instead of 4 x 9), then one key at a time.
+  // s[r][j - t0] = q_r . k_j for the keys [t0, t0 + tl), R rows from row r0 (R = 4 for a
+  // grouped head's four rows: each key vector widened once for all of them). Several keys at a
+  // time where the target has Sum4 (four lane sums folded together, about 13 operations for four
+  // sums instead of 4 x 9), then one key at a time.
   template <std::size_t R>
   void ScoreRows(const Rows& rows, const float* qs, std::int64_t r0, std::int64_t t0, std::int64_t tl, float* s) const {
     const DF df;
@@ -112,8 +110,9 @@ struct Kernel {
     std::int64_t j = 0;
 #ifdef JOMOIM_SUM4
     // One row has registers for eight keys (two Sum4s): 8 independent FMA chains, as many as
-    // the FMA latency times the pipes; four keys left one row's loop latency-bound.
-    constexpr int G = R == 1 ? 8 : 4;
+    // the FMA latency times the pipes; four keys left one row's loop latency-bound. Four rows
+    // on a 16-register target take two keys (8 accumulators; a Sum4 then folds two rows' pair).
+    constexpr int G = R == 1 ? 8 : (R == 4 && !kManyRegisters ? 2 : 4);
     for (; j + G <= tl; j += G) {
       const std::int8_t* kv[G];
       const float* ks[G];
@@ -150,12 +149,21 @@ struct Kernel {
           }
         }
       }
-      for (std::size_t r = 0; r < R; ++r)
-        for (int k4 = 0; k4 < G; k4 += 4) {
+      if constexpr (G == 2) {
+        for (std::size_t r = 0; r < R; r += 2) {  // rows r and r + 1, keys j and j + 1
           alignas(16) float dots[4];
-          hn::Store(Sum4(acc[r][k4], acc[r][k4 + 1], acc[r][k4 + 2], acc[r][k4 + 3]), hn::Full128<float>(), dots);
-          for (int kk = 0; kk < 4; ++kk) s[(r0 + std::int64_t(r)) * kQ8Tile + j + k4 + kk] = dots[kk];
+          hn::Store(Sum4(acc[r][0], acc[r][1], acc[r + 1][0], acc[r + 1][1]), hn::Full128<float>(), dots);
+          float* sr = s + (r0 + std::int64_t(r)) * kQ8Tile + j;
+          sr[0] = dots[0], sr[1] = dots[1], sr[kQ8Tile] = dots[2], sr[kQ8Tile + 1] = dots[3];
         }
+      } else {
+        for (std::size_t r = 0; r < R; ++r)
+          for (int k4 = 0; k4 < G; k4 += 4) {
+            alignas(16) float dots[4];
+            hn::Store(Sum4(acc[r][k4], acc[r][k4 + 1], acc[r][k4 + 2], acc[r][k4 + 3]), hn::Full128<float>(), dots);
+            for (int kk = 0; kk < 4; ++kk) s[(r0 + std::int64_t(r)) * kQ8Tile + j + k4 + kk] = dots[kk];
+          }
+      }
     }
 #endif
     for (; j < tl; ++j) {
@@ -261,15 +269,6 @@ struct Kernel {
     for (; r + 2 <= n; r += 2) f(r, std::integral_constant<std::size_t, 2>());
     for (; r < n; ++r) f(r, std::integral_constant<std::size_t, 1>());
   }
-  template <class F>
-  static void ByScoreRows(std::int64_t n, F&& f) {  // the same, at most kScoreRows rows at a time
-    std::int64_t r = 0;
-    if constexpr (kScoreRows >= 4)
-      for (; r + 4 <= n; r += 4) f(r, std::integral_constant<std::size_t, 4>());
-    for (; r + 2 <= n; r += 2) f(r, std::integral_constant<std::size_t, 2>());
-    for (; r < n; ++r) f(r, std::integral_constant<std::size_t, 1>());
-  }
-
   // Online softmax over the keys [k0, k1) for the item's rows: m, l and the unnormalised acc.
   void AttendKeys(const Rows& rows, std::int64_t k0, std::int64_t k1, float* qs, float* s, float* acc, float* m,
                   float* l) const {
@@ -281,7 +280,7 @@ struct Kernel {
     }
     for (std::int64_t t0 = k0; t0 < k1; t0 += kQ8Tile) {
       const std::int64_t tl = std::min(kQ8Tile, k1 - t0);
-      ByScoreRows(rows.n, [&](std::int64_t r0, auto R) { ScoreRows<decltype(R)::value>(rows, qs, r0, t0, tl, s); });
+      ByRows(rows.n, [&](std::int64_t r0, auto R) { ScoreRows<decltype(R)::value>(rows, qs, r0, t0, tl, s); });
       for (std::int64_t r = 0; r < rows.n; ++r) {
         float* sr = s + r * kQ8Tile;
         const std::int64_t end = std::clamp<std::int64_t>(rows.visible[r] - t0, 0, tl);
