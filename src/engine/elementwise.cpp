@@ -15,6 +15,8 @@
 #include <hwy/contrib/math/math-inl.h>
 #include <hwy/highway.h>
 
+#include "simd_blocks-inl.h"
+
 HWY_BEFORE_NAMESPACE();
 namespace jomoim::elementwise {
 namespace HWY_NAMESPACE {
@@ -110,49 +112,18 @@ void RoundToBf16(const float* x, std::uint16_t* out, size_t n) {
 // scalars), y = (x - mean) * rstd * g + b in float32.
 void LayerNormRow(const float* x, size_t n, const float* g, const float* b, float eps, float* y, float* mean_out,
                   float* rstd_out) {
-  double m = 0, var = 0;
-  size_t i = 0;
-#if HWY_TARGET != HWY_SCALAR
-  const hn::ScalableTag<float> df;
-  const hn::Half<decltype(df)> dh;
-  const hn::Rebind<double, decltype(dh)> dd;
-  const size_t N = hn::Lanes(df);
-  auto s0 = hn::Zero(dd), s1 = hn::Zero(dd);
-  for (; i + N <= n; i += N) {
-    const auto v = hn::LoadU(df, x + i);
-    s0 = hn::Add(s0, hn::PromoteTo(dd, hn::LowerHalf(dh, v)));
-    s1 = hn::Add(s1, hn::PromoteTo(dd, hn::UpperHalf(dh, v)));
-  }
-  m = hn::GetLane(hn::SumOfLanes(dd, hn::Add(s0, s1)));
-#endif
-  for (; i < n; ++i) m += x[i];
-  m /= static_cast<double>(n);
-  i = 0;
-#if HWY_TARGET != HWY_SCALAR
-  const auto md = hn::Set(dd, m);
-  s0 = hn::Zero(dd);
-  s1 = hn::Zero(dd);
-  for (; i + N <= n; i += N) {
-    const auto v = hn::LoadU(df, x + i);
-    const auto d0 = hn::Sub(hn::PromoteTo(dd, hn::LowerHalf(dh, v)), md);
-    const auto d1 = hn::Sub(hn::PromoteTo(dd, hn::UpperHalf(dh, v)), md);
-    s0 = hn::MulAdd(d0, d0, s0);
-    s1 = hn::MulAdd(d1, d1, s1);
-  }
-  var = hn::GetLane(hn::SumOfLanes(dd, hn::Add(s0, s1)));
-#endif
-  for (; i < n; ++i) var += (x[i] - m) * (x[i] - m);
-  var /= static_cast<double>(n);
+  const double m = detail::HWY_NAMESPACE::SumF64(x, n) / static_cast<double>(n);
+  const double var = detail::HWY_NAMESPACE::SumSquaredDeviationsF64(x, n, m) / static_cast<double>(n);
   const float r = static_cast<float>(1.0 / std::sqrt(var + eps));
   const float mf = static_cast<float>(m);
-  i = 0;
-#if HWY_TARGET != HWY_SCALAR
+  const hn::ScalableTag<float> df;
+  const size_t N = hn::Lanes(df);
+  size_t i = 0;
   const auto mv = hn::Set(df, mf), rv = hn::Set(df, r);
   for (; i + N <= n; i += N) {
     const auto v = hn::Mul(hn::Sub(hn::LoadU(df, x + i), mv), rv);
     hn::StoreU(hn::MulAdd(v, hn::LoadU(df, g + i), hn::LoadU(df, b + i)), df, y + i);
   }
-#endif
   for (; i < n; ++i) y[i] = (x[i] - mf) * r * g[i] + b[i];
   if (mean_out) *mean_out = mf;
   if (rstd_out) *rstd_out = r;

@@ -1,6 +1,7 @@
 // simd_blocks-inl.h — SIMD building blocks shared by the engine's kernels (internal): what the
 // kernels know about the target they are compiled for (the one place that names Highway
-// targets), the exponential of the online softmax and the four-at-once lane sums. Included
+// targets), the exponential of the online softmax, the four-at-once lane sums and float64 row
+// sums. Included
 // once per Highway target by each kernel file (after <hwy/highway.h>, inside no namespace),
 // like Highway's own -inl.h headers: the guard below toggles with HWY_TARGET_TOGGLE.
 #if defined(JOMOIM_ENGINE_SIMD_BLOCKS_INL_H_) == defined(HWY_TARGET_TOGGLE)
@@ -103,6 +104,52 @@ HWY_INLINE hn::Vec<hn::Full128<float>> Sum4(VF a, VF b, VF c, VF d) {
   return FoldBlocks(df, abcd);
 }
 #endif
+
+// Float64 sums over a float32 row, for statistics that must not lose digits (LayerNorm's mean
+// and variance): each vector's halves promoted to doubles and added into two lanes-of-doubles
+// accumulators, their lanes summed, then the tail in scalars (one lane: all of it in scalars).
+// SumF64 = sum_i x[i]; SumSquaredDeviationsF64 = sum_i (x[i] - m)^2.
+HWY_INLINE double SumF64(const float* HWY_RESTRICT x, size_t n) {
+  double s = 0;
+  size_t i = 0;
+#ifndef JOMOIM_ONE_LANE
+  const DF df;
+  const hn::Half<DF> dh;
+  const hn::Rebind<double, decltype(dh)> dd;
+  const size_t N = hn::Lanes(df);
+  auto s0 = hn::Zero(dd), s1 = hn::Zero(dd);
+  for (; i + N <= n; i += N) {
+    const VF v = hn::LoadU(df, x + i);
+    s0 = hn::Add(s0, hn::PromoteTo(dd, hn::LowerHalf(dh, v)));
+    s1 = hn::Add(s1, hn::PromoteTo(dd, hn::UpperHalf(dh, v)));
+  }
+  s = hn::GetLane(hn::SumOfLanes(dd, hn::Add(s0, s1)));
+#endif
+  for (; i < n; ++i) s += x[i];
+  return s;
+}
+HWY_INLINE double SumSquaredDeviationsF64(const float* HWY_RESTRICT x, size_t n, double m) {
+  double s = 0;
+  size_t i = 0;
+#ifndef JOMOIM_ONE_LANE
+  const DF df;
+  const hn::Half<DF> dh;
+  const hn::Rebind<double, decltype(dh)> dd;
+  const size_t N = hn::Lanes(df);
+  const auto md = hn::Set(dd, m);
+  auto s0 = hn::Zero(dd), s1 = hn::Zero(dd);
+  for (; i + N <= n; i += N) {
+    const VF v = hn::LoadU(df, x + i);
+    const auto d0 = hn::Sub(hn::PromoteTo(dd, hn::LowerHalf(dh, v)), md);
+    const auto d1 = hn::Sub(hn::PromoteTo(dd, hn::UpperHalf(dh, v)), md);
+    s0 = hn::MulAdd(d0, d0, s0);
+    s1 = hn::MulAdd(d1, d1, s1);
+  }
+  s = hn::GetLane(hn::SumOfLanes(dd, hn::Add(s0, s1)));
+#endif
+  for (; i < n; ++i) s += (x[i] - m) * (x[i] - m);
+  return s;
+}
 
 }  // namespace HWY_NAMESPACE
 }  // namespace jomoim::detail
