@@ -105,7 +105,8 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--host", args->host, "address to listen on (loopback by default)")->capture_default_str();
   cmd->add_option("--port", args->port, "port (0: any free port; the URL is printed)")->capture_default_str();
   cmd->add_option("--assets", args->assets, "folder of the page's files")->capture_default_str();
-  cmd->add_option("--threads", args->threads, std::string(threads_help) + " per forward pass (attention and the linear layers)")
+  cmd->add_option("--threads", args->threads,
+                  std::string(threads_help) + " per forward pass (attention and the linear layers)")
       ->capture_default_str();
   add_kv_cache_option(cmd, args->kv_cache);
   add_weights_option(cmd, args->weights);
