@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "jomoim/engine/simd.hpp"
 #include "jomoim/model/generate.hpp"
 #include "jomoim/model/model.hpp"
 #include "jomoim/model/sampling.hpp"
@@ -201,6 +202,7 @@ struct BenchModelArgs {
   std::string kv_cache = "f32";
   std::string weights = "f32";
   std::string matmul = "f32";
+  std::string target;  // pinned SIMD target ("": the CPU's best)
   bool json = false;
 };
 
@@ -208,6 +210,7 @@ struct BenchModelArgs {
 // medians over reps. No tokenizer needed: the ids are drawn from the vocabulary.
 void run_bench_model(const BenchModelArgs& a) {
   if (a.prompt < 1 || a.tokens < 1 || a.reps < 1) throw Error("--prompt, --tokens and --reps must be at least 1");
+  if (!a.target.empty()) set_simd_target(a.target);  // throws Error naming the choices
   const ModelDir dir = resolve_model_dir(a.model);
   const auto t_load = Clock::now();
   GptModel model = load_model(dir.path, a.weights, a.matmul);
@@ -267,6 +270,7 @@ void run_bench_model(const BenchModelArgs& a) {
               {"weights", weight_format_name(model.weight_format())},
               {"matmul", matmul_precision_name(model.matmul())},
               {"kv_cache_mib", cache.bytes() / (1024.0 * 1024.0)},
+              {"target", active_simd_target()},
               {"parameters", c.parameter_count()}};
     std::printf("%s\n", j.dump().c_str());
     return;
@@ -274,8 +278,8 @@ void run_bench_model(const BenchModelArgs& a) {
   std::printf("model %s: %lld parameters (%.0f MiB of %s weights, %.0f MiB copied), loaded in %.0f ms\n",
               dir.path.string().c_str(), static_cast<long long>(c.parameter_count()), weights_mib,
               weight_format_name(model.weight_format()), model.copied_bytes() / (1024.0 * 1024.0), load_ms);
-  std::printf("prefill %d tokens: %.1f ms (%.0f tokens/s, %s products)\n", a.prompt, pm, a.prompt / (pm / 1e3),
-              matmul_precision_name(model.matmul()));
+  std::printf("prefill %d tokens: %.1f ms (%.0f tokens/s, %s products; SIMD target %s)\n", a.prompt, pm,
+              a.prompt / (pm / 1e3), matmul_precision_name(model.matmul()), active_simd_target().c_str());
   std::printf("decode  %d tokens: %.1f ms (%.1f tokens/s)\n", a.tokens, dm, a.tokens / (dm / 1e3));
   std::printf(
       "memory: peak RSS %.0f MiB = mapped weights (file-backed) %.0f MiB + allocated %.0f MiB "
@@ -340,6 +344,9 @@ void add_model_commands(CLI::App& app) {
     add_kv_cache_option(sub, a->kv_cache);
     add_weights_option(sub, a->weights);
     add_matmul_option(sub, a->matmul);
+    sub->add_option("--target", a->target,
+                    "pin jomoim's SIMD target (as `jomoim bench --target`, e.g. AVX2; default: the CPU's best). "
+                    "oneDNN's products follow ONEDNN_MAX_CPU_ISA (e.g. AVX2), not this option");
     sub->add_flag("--json", a->json, "print one JSON object");
     sub->callback([a] { run_bench_model(*a); });
   }

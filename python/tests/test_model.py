@@ -874,6 +874,20 @@ def test_matmul_bf16():
     assert p.returncode != 0 and b"--matmul" in p.stderr
 
 
+def test_bench_model_pins_the_simd_target():
+    # bench-model --target pins jomoim's kernels (as `jomoim bench --target`) and says so; the
+    # pinned run computes the same model (greedy decode over random ids), a bad name is refused.
+    kf = manifest()["kv_formats"]
+    d = os.path.join(ROOT, kf["dir"])
+    targets = jomoim.simd_targets()
+    pin = "AVX2" if "AVX2" in targets else targets[-1]
+    b = cli_json("bench-model", "--model", d, "--target", pin.lower(), "--prompt", "6", "--tokens", "2", "--reps", "1")
+    assert b["target"] == pin
+    assert cli_json("bench-model", "--model", d, "--prompt", "6", "--tokens", "2", "--reps", "1")["target"] == targets[0]
+    p = cli("bench-model", "--model", d, "--target", "avx9", ok=False)
+    assert p.returncode != 0 and b"avx9" in p.stderr and b"\n" not in p.stderr.strip()
+
+
 def test_weight_format_refusals():
     with pytest.raises(jomoim.Error, match="weights: expected 'f32', 'bf16' or 'q8', got 'q4'"):
         jomoim.Model.load(variant_dir("f32"), weights="q4")
