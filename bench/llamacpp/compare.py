@@ -23,6 +23,11 @@ build/lctimer is missing. Everything it makes goes to bench/llamacpp/build/.
    cache and with the KV cache of their own precision; then each precision with --matmul bf16 (a
    prompt's products on bf16 inputs). llama.cpp: F32, F16, Q8_0 weights (its
    default f16 KV cache), flash attention on and off; its best setting is reported for each figure.
+4. --avx2: both as on an AVX2-only CPU (a Zen 3), on a machine with more: jomoim `bench-model
+   --target AVX2` with ONEDNN_MAX_CPU_ISA=AVX2 (oneDNN's products; no bf16 matmul there, so the
+   --matmul bf16 runs are left out), the Python module pinned to AVX2 for the agreement, and
+   llama.cpp's haswell CPU backend (AVX2, FMA, F16C: what ggml loads on a Zen 3) through
+   LCTIMER_BACKEND_DIR. The other variants and the CPU's caches and memory stay this machine's.
 """
 import argparse
 import hashlib
@@ -139,8 +144,10 @@ def machine_line():
     lc = json.loads(sh([LCTIMER, "info"]))["cpu"] if os.path.exists(LCTIMER) else "?"
     commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True).stdout.strip()
+    pin = (" **pinned to AVX2** (jomoim `--target AVX2`, ONEDNN_MAX_CPU_ISA=AVX2; llama.cpp's haswell "
+           "backend)") if AVX2 else ""
     return (f"{info.get('model name', '?')} (family {info.get('cpu family', '?')} model {info.get('model', '?')}), "
-            f"{os.cpu_count()} cores, SIMD: {simd}; llama.cpp CPU backend: {lc}; jomoim at {commit}")
+            f"{os.cpu_count()} cores, SIMD: {simd}{pin}; llama.cpp CPU backend: {lc}; jomoim at {commit}")
 
 
 # ---------------------------------------------------------------- agreement
@@ -235,6 +242,8 @@ def agreement(model_dir, gg, threads):
     import jomoim
     with open(os.path.join(model_dir, "config.json")) as f:
         cfg = json.load(f)
+    if AVX2:
+        jomoim.set_simd_target("AVX2")
     m = jomoim.Model.load(model_dir, threads=threads)
     prompts = list(PROMPTS)
     src = os.path.join(ROOT, "data", "corpus", "out", "heldout.txt")
@@ -258,6 +267,8 @@ def agreement(model_dir, gg, threads):
         tol["jomoim F32 vs float64 reference"] = "f32"
         by_weights = {}  # jomoim's logits with each weight format (f32 KV cache)
         for w, kv, mm, cls in JOMOIM_AGREE:
+            if AVX2 and mm == "bf16":
+                continue  # no bf16 matmul on AVX2 (see runners)
             label = jomoim_label(w, kv, mm)
             other = jomoim.Model.load(model_dir, threads=threads, weights=w, kv_cache=kv, matmul=mm).logits(ids)[-1]
             rows.setdefault(label, []).append(compare_dist(jo, other))
@@ -328,9 +339,11 @@ def runners(model_dir, gg, P, N, reps, threads, prefill_spec):
     common = ["--prompt", str(P), "--tokens", str(N), "--reps", str(reps), "--threads", str(threads)]
     out = []
     for w, kv, mm in JOMOIM_RUNS:
+        if AVX2 and mm == "bf16":
+            continue  # oneDNN has no bf16 matmul on AVX2: the same products as --matmul f32
         out.append((jomoim_label(w, kv, mm), ("jomoim", w.upper(), kv, "-"),
                     [JOMOIM, "bench-model", "--model", model_dir, "--weights", w, "--kv-cache", kv, "--matmul", mm,
-                     "--json"] + common))
+                     "--json"] + (["--target", "AVX2"] if AVX2 else []) + common))
     # llama.cpp decode runs prefill once and re-decode after cutting the KV cache back to the prompt
     pre = ["--prefill-reps", str(reps if prefill_spec else 1)]
     for w in WEIGHTS:
@@ -427,6 +440,8 @@ def speed_tables(models, jobs, res, rounds, reps, tokens):
         rows = []
         for w, kv, mm in JOMOIM_RUNS:
             lab = jomoim_label(w, kv, mm)
+            if lab not in labels:  # left out (--avx2: no bf16 products)
+                continue
             figs = [figure(lab, c)[0] for c in cols]
             rows.append(("jomoim", w.upper() + (" (bf16 products)" if mm == "bf16" else ""), kv, [fmt(f) for f in figs],
                          [f / base[c] for f, c in zip(figs, cols)], rss(lab)))
@@ -455,7 +470,7 @@ def speed_tables(models, jobs, res, rounds, reps, tokens):
 
 
 def main():
-    global JOMOIM
+    global JOMOIM, AVX2
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--jomoim", default=os.path.join(ROOT, "build", "release", "jomoim"))
     ap.add_argument("--default-model", default=os.path.join(ROOT, "models", "default"))
@@ -467,9 +482,12 @@ def main():
     ap.add_argument("--no-bench", action="store_true", help="only the agreement check")
     ap.add_argument("--no-agree", action="store_true", help="only the timings")
     ap.add_argument("--out", help="also write the report (Markdown) to this file")
+    ap.add_argument("--avx2", action="store_true", help="both pinned to AVX2, as on an AVX2-only CPU (see 4. above)")
     a = ap.parse_args()
     JOMOIM = a.jomoim
     ensure_built()
+    if a.avx2:
+        pin_avx2()
     t_start = time.time()
     models = {}
     for name in ("default", "gpt2small"):
@@ -501,7 +519,28 @@ def main():
             f.write(text)
 
 
+def pin_avx2():
+    """--avx2: llama.cpp's haswell CPU backend alone in a folder of its own, oneDNN held to AVX2."""
+    global AVX2
+    bins = os.path.join(HERE, "node_modules", "@node-llama-cpp", "linux-x64", "bins", "linux-x64")
+    lib = os.path.join(bins, "libggml-cpu-haswell.so")
+    if not os.path.exists(lib):
+        sys.exit(f"compare.py --avx2: {lib} is missing (bench/llamacpp/build.sh installs it)")
+    d = os.path.join(BUILD, "backend-haswell")
+    os.makedirs(d, exist_ok=True)
+    link = os.path.join(d, "libggml-cpu-haswell.so")
+    if not os.path.islink(link):
+        os.symlink(lib, link)
+    os.environ["LCTIMER_BACKEND_DIR"] = d
+    os.environ["ONEDNN_MAX_CPU_ISA"] = "AVX2"
+    AVX2 = True
+    lc = json.loads(sh([LCTIMER, "info"]))["cpu"]
+    if "AVX512" in lc:
+        sys.exit(f"compare.py --avx2: llama.cpp still loaded an AVX-512 backend: {lc}")
+
+
 JOMOIM = None
+AVX2 = False
 
 if __name__ == "__main__":
     main()

@@ -99,9 +99,17 @@ double peak_rss_mib() {
   return kb / 1024;
 }
 
+// Where the CPU backends are loaded from: node-llama-cpp's folder (ggml picks the best
+// libggml-cpu-<variant>.so for this CPU), or $LCTIMER_BACKEND_DIR, a folder holding one variant
+// (compare.py --avx2 links libggml-cpu-haswell.so there: llama.cpp as on an AVX2-only CPU).
+const char* backend_dir() {
+  const char* d = std::getenv("LCTIMER_BACKEND_DIR");
+  return d && *d ? d : BINS_DIR;
+}
+
 ggml_backend_reg_t cpu_reg() {
   ggml_backend_dev_t dev = ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU);
-  if (!dev) throw std::runtime_error("no CPU backend loaded from " BINS_DIR);
+  if (!dev) throw std::runtime_error(std::string("no CPU backend loaded from ") + backend_dir());
   return ggml_backend_dev_backend_reg(dev);
 }
 
@@ -291,7 +299,7 @@ int main(int argc, char** argv) {
   try {
     const Args a = parse(argc, argv);
     llama_log_set(log_cb, nullptr);
-    ggml_backend_load_all_from_path(BINS_DIR);
+    ggml_backend_load_all_from_path(backend_dir());
     llama_backend_init();
     if (a.mode == "bench")
       bench(a);
