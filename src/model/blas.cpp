@@ -13,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <stdexcept>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -221,9 +222,11 @@ void gemm(bool transA, bool transB, int M, int N, int K, float alpha, const floa
     return;
   }
   nt = std::max(1, std::min(nt, (N + 15) / 16));
-  auto run = [&](int j0, int j1) {
+  // Each slice's product; false if oneDNN refused it (the error is thrown outside the parallel
+  // region, where an exception may leave it).
+  auto run = [&](int j0, int j1) -> bool {
     const int n = j1 - j0;
-    if (n <= 0) return;
+    if (n <= 0) return true;
     const float* Bs = transB ? B + static_cast<long>(j0) * ldb : B + j0;
     float* Cs = C + j0;
     if (M == 1 && !transA && (!transB || (alpha == 1.0f && beta == 0.0f))) {
@@ -234,32 +237,35 @@ void gemm(bool transA, bool transB, int M, int N, int K, float alpha, const floa
         matvec::f32_cols(A, K, Bs, static_cast<std::size_t>(ldb), n, alpha, beta, Cs);
       else
         matvec::f32_rows(A, static_cast<std::size_t>(K), 1, Bs, static_cast<std::size_t>(ldb), K, n, nullptr, Cs, 1);
-      return;
+      return true;
     }
     // oneDNN's sgemm (AVX-512 where the CPU has it). Inside the parallel region below it runs on
     // the calling thread only (it does not nest); see the nt == 1 case for calls outside it.
     // Its arguments are checked above (sizes >= 1, leading dimensions from the callers' shapes),
-    // so a failure here is a bug.
-    if (dnnl_sgemm(transA ? 'T' : 'N', transB ? 'T' : 'N', M, n, K, alpha, A, lda, Bs, ldb, beta, Cs, ldc) !=
-        dnnl_success)
-      throw std::logic_error("model_blas::gemm: oneDNN's sgemm refused its arguments");
+    // so a refusal is a bug.
+    return dnnl_sgemm(transA ? 'T' : 'N', transB ? 'T' : 'N', M, n, K, alpha, A, lda, Bs, ldb, beta, Cs, ldc) ==
+           dnnl_success;
   };
+  bool ok = true;
   if (nt == 1) {
     // Outside a parallel region oneDNN would start omp_get_max_threads() threads: one here.
     const int saved = omp_get_max_threads();
     if (!omp_in_parallel()) omp_set_num_threads(1);
-    run(0, N);
+    ok = run(0, N);
     if (!omp_in_parallel()) omp_set_num_threads(saved);
-    return;
+  } else {
+#pragma omp parallel num_threads(nt) reduction(&& : ok)
+    {
+      const int t = omp_get_thread_num(), T = omp_get_num_threads();
+      const int blocks = (N + 15) / 16;
+      const int b0 = static_cast<int>(static_cast<long>(blocks) * t / T);
+      const int b1 = static_cast<int>(static_cast<long>(blocks) * (t + 1) / T);
+      ok = run(std::min(N, b0 * 16), std::min(N, b1 * 16)) && ok;
+    }
   }
-#pragma omp parallel num_threads(nt)
-  {
-    const int t = omp_get_thread_num(), T = omp_get_num_threads();
-    const int blocks = (N + 15) / 16;
-    const int b0 = static_cast<int>(static_cast<long>(blocks) * t / T);
-    const int b1 = static_cast<int>(static_cast<long>(blocks) * (t + 1) / T);
-    run(std::min(N, b0 * 16), std::min(N, b1 * 16));
-  }
+  if (!ok)
+    throw std::logic_error("model_blas::gemm: oneDNN's sgemm refused a " + std::to_string(M) + "x" + std::to_string(N) +
+                           "x" + std::to_string(K) + " product");
 }
 
 }  // namespace jomoim::model_blas
