@@ -6,13 +6,16 @@ binary and SIMD target, each format's speed-up over float32 (the median of the p
 with their range).
 
     bench/decode_ab.py --bin build/release/jomoim [--bin other/jomoim] [--rounds 5]
-        [--kv-heads 32 8] [--targets default AVX2] [--dtypes f32 bf16 bf16w f16] [--threads 2]
+        [--batch 64] [--kv-heads 32 8] [--targets default AVX2] [--dtypes f32 bf16 bf16w f16] [--threads 2]
 
 "bf16w" is bf16 storage with the softmax weights rounded to bf16 for P·V (`--bf16-weights`).
 "q8" is 8-bit K/V (attention_q8kv, blocks of 32), which `jomoim bench` does not run: it comes from
 `attention_gbench` (next to each --bin) at its fixed decode shapes (32 heads, 4096 or 256 keys,
 D 128, K/V heads 32 or 8, OpenMP's threads), and its ratio is to the float32 decode timed by the
-same gbench process. `--kv-len 256` keeps K and V in the caches between calls: the compute each
+same gbench process. `--batch 64` (with `--kv-heads 8`: 2.1 GiB of float32 K/V, 0.6 GiB in q8)
+reads K and V from memory on every call, as a model's decode does (each layer's cache once per
+token), where one 4096-key cache of a batch of 1 (33.5 MiB in float32) can stay in a large L3
+between calls. `--kv-len 256` keeps K and V in the caches between calls: the compute each
 format's kernel needs, without the memory. A format whose kernel computes no faster than
 float32's cannot beat float32 at 4096 keys by more than float32's 4096-key time over 16 times its
 256-key time.
@@ -26,7 +29,7 @@ import sys
 
 
 def run(binary, kv, dtype, target, args):
-    cmd = [binary, "bench", "--heads", str(args.heads), "--kv-heads", str(kv), "--q-len", "1", "--kv-len",
+    cmd = [binary, "bench", "--batch", str(args.batch), "--heads", str(args.heads), "--kv-heads", str(kv), "--q-len", "1", "--kv-len",
            str(args.kv_len), "--head-dim", str(args.head_dim), "--dtype", "bf16" if dtype == "bf16w" else dtype,
            "--threads", str(args.threads),
            "--min-time", str(args.min_time), "--json"]
@@ -47,8 +50,10 @@ def run_gbench(binary, kv, target, args):
     if (args.heads, args.head_dim) != (32, 128) or args.kv_len not in (4096, 256) or kv not in (32, 8):
         sys.exit("decode_ab: q8 runs at attention_gbench's shapes only (--heads 32 --kv-len 4096 or 256 "
                  "--head-dim 128, --kv-heads 32 and/or 8)")
-    cmd = [gb, f"--benchmark_filter=BM_attention_decode(_q8)?/B:1/Hq:32/Hkv:{kv}/Nq:1/Nk:{args.kv_len}/",
+    cmd = [gb, f"--benchmark_filter=BM_attention_decode(_q8)?/B:{args.batch}/Hq:32/Hkv:{kv}/Nq:1/Nk:{args.kv_len}/",
            "--benchmark_repetitions=5", "--benchmark_report_aggregates_only=true", "--benchmark_format=json"]
+    if args.batch != 1:
+        cmd.append(f"--decode-batch={args.batch}")
     if target != "default":
         cmd.append(f"--target={target}")
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
@@ -70,6 +75,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bin", action="append", required=True, help="a jomoim binary (repeat to compare)")
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--batch", type=int, default=1,
+                    help="B: e.g. 64 puts K and V far beyond the L3, as a model's layers are (see above)")
     ap.add_argument("--heads", type=int, default=32)
     ap.add_argument("--kv-heads", type=int, nargs="+", default=[32, 8])
     ap.add_argument("--kv-len", type=int, default=4096)
@@ -96,7 +103,7 @@ def main():
                         ms.setdefault((kv, target, b, dt), []).append(t)
                         names[(kv, target, b)] = name
         print(f"round {r + 1}/{args.rounds} done", file=sys.stderr)
-    print(f"decode 1 x {args.heads} x {args.kv_len} x {args.head_dim}, {args.threads} threads, "
+    print(f"decode {args.batch} x {args.heads} x {args.kv_len} x {args.head_dim}, {args.threads} threads, "
           f"{args.rounds} interleaved rounds; medians")
     print()
     # q8's ratio is to the f32 decode of its own gbench process: that time gets its own column.
