@@ -40,7 +40,12 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 // Scores in base-2 units, as in attention(): the queries are packed times scale * log2(e).
 constexpr float kLog2e = 1.44269504088896340736f;
 constexpr float kLn2 = 0.69314718055994530942f;
-constexpr std::ptrdiff_t kPrefetchRows = 48;  // K and V rows read ahead (each row once)
+// K and V rows read ahead (each row once), by the query rows R that share each K/V row: one row
+// goes through its keys about three times as fast as four, so it looks further ahead for the
+// same lead time. Intel Xeon (AMX), grouped decode with K/V from memory: 48 rows 38.0 ms, 32
+// rows 34.9; one row (Zen 4): 16 rows 775 us, 48 rows 619-663 (bench/NOTES.md).
+template <std::size_t R>
+constexpr std::ptrdiff_t kPrefetchRows = R == 1 ? 48 : 32;
 
 // One vector of q8 values (inside one block), widened to float32, without its block's scale:
 // for callers that scale a whole block's sum once.
@@ -119,7 +124,7 @@ struct Kernel {
       for (int kk = 0; kk < G; ++kk) {
         kv[kk] = KRow(rows, t0 + j + kk);
         ks[kk] = KScales(rows, t0 + j + kk);
-        for (std::int64_t c = 0; c < D; c += 64) PrefetchStream(kv[kk] + kPrefetchRows * D + c);  // every line
+        for (std::int64_t c = 0; c < D; c += 64) PrefetchStream(kv[kk] + kPrefetchRows<R> * D + c);  // every line
       }
       VF acc[R][G];
       for (std::size_t r = 0; r < R; ++r)
@@ -169,7 +174,7 @@ struct Kernel {
     for (; j < tl; ++j) {
       const std::int8_t* kv = KRow(rows, t0 + j);
       const float* ks = KScales(rows, t0 + j);
-      for (std::int64_t c = 0; c < D; c += 64) PrefetchStream(kv + kPrefetchRows * D + c);
+      for (std::int64_t c = 0; c < D; c += 64) PrefetchStream(kv + kPrefetchRows<R> * D + c);
       VF acc[R];
       for (std::size_t r = 0; r < R; ++r) acc[r] = hn::Zero(df);
       for (std::int64_t e0 = 0, bi = 0; e0 < D; e0 += block, ++bi) {
@@ -227,7 +232,7 @@ struct Kernel {
     for (std::int64_t j = 0; j < tl; ++j) {
       const std::int8_t* vv = VRow(rows, t0 + j) + e0;
       const float* vs = VScales(rows, t0 + j);
-      for (std::int64_t c = 0; c < prefetch; c += 64) PrefetchStream(vv + kPrefetchRows * p.s.Dv + c);
+      for (std::int64_t c = 0; c < prefetch; c += 64) PrefetchStream(vv + kPrefetchRows<R> * p.s.Dv + c);
       VF pr[R];
       for (std::size_t r = 0; r < R; ++r) pr[r] = hn::Set(df, P[(r0 + std::int64_t(r)) * kQ8Tile + j]);
       for (std::size_t c = 0; c < C; ++c) {
@@ -251,7 +256,7 @@ struct Kernel {
     for (std::int64_t j = 0; j < tl; ++j) {
       const std::int8_t* vv = VRow(rows, t0 + j) + e0;
       const float* vs = VScales(rows, t0 + j);
-      for (std::int64_t c = 0; c < prefetch; c += 64) PrefetchStream(vv + kPrefetchRows * p.s.Dv + c);
+      for (std::int64_t c = 0; c < prefetch; c += 64) PrefetchStream(vv + kPrefetchRows<1> * p.s.Dv + c);
       const float pj = P[r0 * kQ8Tile + j];
       for (std::size_t c0 = 0; c0 < C; c0 += step) {
         const VF w = hn::Set(df, pj * vs[bi[c0]]);
