@@ -106,47 +106,42 @@ HWY_INLINE hn::Vec<hn::Full128<float>> Sum4(VF a, VF b, VF c, VF d) {
 #endif
 
 // Float64 sums over a float32 row, for statistics that must not lose digits (LayerNorm's mean
-// and variance): each vector's halves promoted to doubles and added into two lanes-of-doubles
-// accumulators, their lanes summed, then the tail in scalars (one lane: all of it in scalars).
+// and variance): each vector's halves promoted to doubles and folded by add(tag, acc, v) into two
+// lanes-of-doubles accumulators, their lanes summed (VectorsF64; it returns where the vectors
+// ended), then the tail in scalars (one lane: all of it in scalars).
 // SumF64 = sum_i x[i]; SumSquaredDeviationsF64 = sum_i (x[i] - m)^2.
-HWY_INLINE double SumF64(const float* HWY_RESTRICT x, size_t n) {
-  double s = 0;
-  size_t i = 0;
-#ifndef JOMOIM_ONE_LANE
+template <class Add>
+HWY_INLINE double VectorsF64(const float* HWY_RESTRICT x, size_t n, size_t& end, const Add& add) {
+  end = 0;
+#ifdef JOMOIM_ONE_LANE
+  (void)x, (void)n, (void)add;
+  return 0;
+#else
   const DF df;
   const hn::Half<DF> dh;
   const hn::Rebind<double, decltype(dh)> dd;
   const size_t N = hn::Lanes(df);
   auto s0 = hn::Zero(dd), s1 = hn::Zero(dd);
-  for (; i + N <= n; i += N) {
-    const VF v = hn::LoadU(df, x + i);
-    s0 = hn::Add(s0, hn::PromoteTo(dd, hn::LowerHalf(dh, v)));
-    s1 = hn::Add(s1, hn::PromoteTo(dd, hn::UpperHalf(dh, v)));
+  for (; end + N <= n; end += N) {
+    const VF v = hn::LoadU(df, x + end);
+    s0 = add(dd, s0, hn::PromoteTo(dd, hn::LowerHalf(dh, v)));
+    s1 = add(dd, s1, hn::PromoteTo(dd, hn::UpperHalf(dh, v)));
   }
-  s = hn::GetLane(hn::SumOfLanes(dd, hn::Add(s0, s1)));
+  return hn::GetLane(hn::SumOfLanes(dd, hn::Add(s0, s1)));
 #endif
+}
+HWY_INLINE double SumF64(const float* HWY_RESTRICT x, size_t n) {
+  size_t i;
+  double s = VectorsF64(x, n, i, [](auto, auto acc, auto v) { return hn::Add(acc, v); });
   for (; i < n; ++i) s += x[i];
   return s;
 }
 HWY_INLINE double SumSquaredDeviationsF64(const float* HWY_RESTRICT x, size_t n, double m) {
-  double s = 0;
-  size_t i = 0;
-#ifndef JOMOIM_ONE_LANE
-  const DF df;
-  const hn::Half<DF> dh;
-  const hn::Rebind<double, decltype(dh)> dd;
-  const size_t N = hn::Lanes(df);
-  const auto md = hn::Set(dd, m);
-  auto s0 = hn::Zero(dd), s1 = hn::Zero(dd);
-  for (; i + N <= n; i += N) {
-    const VF v = hn::LoadU(df, x + i);
-    const auto d0 = hn::Sub(hn::PromoteTo(dd, hn::LowerHalf(dh, v)), md);
-    const auto d1 = hn::Sub(hn::PromoteTo(dd, hn::UpperHalf(dh, v)), md);
-    s0 = hn::MulAdd(d0, d0, s0);
-    s1 = hn::MulAdd(d1, d1, s1);
-  }
-  s = hn::GetLane(hn::SumOfLanes(dd, hn::Add(s0, s1)));
-#endif
+  size_t i;
+  double s = VectorsF64(x, n, i, [m](auto dd, auto acc, auto v) {
+    const auto d = hn::Sub(v, hn::Set(dd, m));
+    return hn::MulAdd(d, d, acc);
+  });
   for (; i < n; ++i) s += (x[i] - m) * (x[i] - m);
   return s;
 }
