@@ -40,13 +40,6 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 // Scores in base-2 units, as in attention(): the queries are packed times scale * log2(e).
 constexpr float kLog2e = 1.44269504088896340736f;
 constexpr float kLn2 = 0.69314718055994530942f;
-// K and V rows read ahead (each row once), by the query rows R that share each K/V row: one row
-// goes through its keys about three times as fast as four, so it looks further ahead for the
-// same lead time. Intel Xeon (AMX), grouped decode with K/V from memory: 48 rows 38.0 ms, 32
-// rows 34.9; one row (Zen 4): 16 rows 775 us, 48 rows 619-663 (bench/NOTES.md).
-template <std::size_t R>
-constexpr std::ptrdiff_t kPrefetchRows = R == 1 ? 48 : 32;
-
 // One vector of q8 values (inside one block), widened to float32, without its block's scale:
 // for callers that scale a whole block's sum once.
 HWY_INLINE VF WidenRaw(const std::int8_t* HWY_RESTRICT values) {
@@ -124,7 +117,7 @@ struct Kernel {
       for (int kk = 0; kk < G; ++kk) {
         kv[kk] = KRow(rows, t0 + j + kk);
         ks[kk] = KScales(rows, t0 + j + kk);
-        for (std::int64_t c = 0; c < D; c += 64) PrefetchStream(kv[kk] + kPrefetchRows<R> * D + c);  // every line
+        for (std::int64_t c = 0; c < D; c += 64) PrefetchStream(kv[kk] + plan.prefetch_for<R>() * D + c);  // every line
       }
       VF acc[R][G];
       for (std::size_t r = 0; r < R; ++r)
@@ -174,7 +167,7 @@ struct Kernel {
     for (; j < tl; ++j) {
       const std::int8_t* kv = KRow(rows, t0 + j);
       const float* ks = KScales(rows, t0 + j);
-      for (std::int64_t c = 0; c < D; c += 64) PrefetchStream(kv + kPrefetchRows<R> * D + c);
+      for (std::int64_t c = 0; c < D; c += 64) PrefetchStream(kv + plan.prefetch_for<R>() * D + c);
       VF acc[R];
       for (std::size_t r = 0; r < R; ++r) acc[r] = hn::Zero(df);
       for (std::int64_t e0 = 0, bi = 0; e0 < D; e0 += block, ++bi) {
@@ -232,7 +225,7 @@ struct Kernel {
     for (std::int64_t j = 0; j < tl; ++j) {
       const std::int8_t* vv = VRow(rows, t0 + j) + e0;
       const float* vs = VScales(rows, t0 + j);
-      for (std::int64_t c = 0; c < prefetch; c += 64) PrefetchStream(vv + kPrefetchRows<R> * p.s.Dv + c);
+      for (std::int64_t c = 0; c < prefetch; c += 64) PrefetchStream(vv + plan.prefetch_for<R>() * p.s.Dv + c);
       VF pr[R];
       for (std::size_t r = 0; r < R; ++r) pr[r] = hn::Set(df, P[(r0 + std::int64_t(r)) * kQ8Tile + j]);
       for (std::size_t c = 0; c < C; ++c) {
@@ -256,7 +249,7 @@ struct Kernel {
     for (std::int64_t j = 0; j < tl; ++j) {
       const std::int8_t* vv = VRow(rows, t0 + j) + e0;
       const float* vs = VScales(rows, t0 + j);
-      for (std::int64_t c = 0; c < prefetch; c += 64) PrefetchStream(vv + kPrefetchRows<1> * p.s.Dv + c);
+      for (std::int64_t c = 0; c < prefetch; c += 64) PrefetchStream(vv + plan.prefetch_one_row * p.s.Dv + c);
       const float pj = P[r0 * kQ8Tile + j];
       for (std::size_t c0 = 0; c0 < C; c0 += step) {
         const VF w = hn::Set(df, pj * vs[bi[c0]]);
@@ -399,6 +392,20 @@ namespace jomoim {
 namespace detail {
 HWY_EXPORT(RunQ8);
 
+namespace {
+bool CpuIsAmd() {
+#if defined(__x86_64__) || defined(__i386__)
+  static const bool amd = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_is("amd") != 0;
+  }();
+  return amd;
+#else
+  return false;
+#endif
+}
+}  // namespace
+
 Q8Plan make_q8_plan(const Problem& p, int threads) {
   Q8Plan plan;
   plan.threads = std::max(1, threads);
@@ -407,6 +414,13 @@ Q8Plan make_q8_plan(const Problem& p, int threads) {
   plan.rows_per_bg = plan.group * s.Nq;
   plan.chunks = (plan.rows_per_bg + kQ8Rows - 1) / kQ8Rows;
   plan.items = s.B * s.Hkv * plan.chunks;
+  // The distances, measured with K and V from memory and from L3 (bench/NOTES.md, "The q8
+  // prefetch distance by machine"): grouped rows, Intel Xeon (AMX), 48 rows 38.0 ms, 32 rows
+  // 34.9; one row, AMD Zen 4: 16 rows 775 us, 48 rows 619-663, 96 the same as 48; one row, that
+  // Xeon: 48 rows 24.7-25.9 ms from memory and 887-918 us from L3, 24 rows 23.1-23.6 ms and
+  // 814-825 us.
+  plan.prefetch_rows = 32;
+  plan.prefetch_one_row = CpuIsAmd() ? 48 : 24;
   const std::int64_t want = 4 * std::int64_t(plan.threads);
   if (plan.threads > 1 && plan.items > 0 && plan.items < want)
     plan.splits = std::clamp<std::int64_t>((want + plan.items - 1) / plan.items, 1,

@@ -1,6 +1,8 @@
 // q8_problem.hpp — an attention_q8kv call after validation (internal).
 #pragma once
 
+#include <cstddef>
+
 #include "jomoim/engine/quant.hpp"
 #include "problem.hpp"
 
@@ -23,6 +25,13 @@ struct Q8Plan {
   std::int64_t chunks = 0;       // ceil(rows_per_bg / kQ8Rows) items per (b, g)
   std::int64_t items = 0;
   std::int64_t splits = 1;
+  // K and V rows read ahead (each row once) by an item of one query row, and of several (which
+  // goes through its keys about three times slower, so fewer rows are the same lead time).
+  std::int64_t prefetch_one_row = 48, prefetch_rows = 32;
+  template <std::size_t R>
+  std::int64_t prefetch_for() const {
+    return R == 1 ? prefetch_one_row : prefetch_rows;
+  }
   std::int64_t units() const { return items * splits; }
 };
 
