@@ -222,8 +222,6 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "attention_gbench: %s\n", e.what());
         return 1;
       }
-      for (int j = i; j + 1 < argc; ++j) argv[j] = argv[j + 1];
-      --argc, --i;
     } else if (arg.rfind("--decode-batch=", 0) == 0) {
       char* end = nullptr;
       const long b = std::strtol(arg.c_str() + 15, &end, 10);
@@ -233,9 +231,11 @@ int main(int argc, char** argv) {
         return 1;
       }
       decode_batch = b;
-      for (int j = i; j + 1 < argc; ++j) argv[j] = argv[j + 1];
-      --argc, --i;
+    } else {
+      continue;  // benchmark's own, or unknown: left for ReportUnrecognizedArguments
     }
+    for (int j = i; j + 1 < argc; ++j) argv[j] = argv[j + 1];  // ours: taken out of argv
+    --argc, --i;
   }
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   if (decode_batch > 1) register_decode_batch(decode_batch);

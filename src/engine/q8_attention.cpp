@@ -414,12 +414,9 @@ Q8Plan make_q8_plan(const Problem& p, int threads) {
   plan.rows_per_bg = plan.group * s.Nq;
   plan.chunks = (plan.rows_per_bg + kQ8Rows - 1) / kQ8Rows;
   plan.items = s.B * s.Hkv * plan.chunks;
-  // The distances, measured with K and V from memory and from L3 (bench/NOTES.md, "The q8
-  // prefetch distance by machine"): grouped rows, Intel Xeon (AMX), 48 rows 38.0 ms, 32 rows
-  // 34.9; one row, AMD Zen 4: 16 rows 775 us, 48 rows 619-663, 96 the same as 48; one row, that
-  // Xeon: 48 rows 24.7-25.9 ms from memory and 887-918 us from L3, 24 rows 23.1-23.6 ms and
-  // 814-825 us.
-  plan.prefetch_rows = 32;
+  // One row's distance by vendor, as measured on a Zen 4 (16 rows 775 us, 48 rows 619-663) and an
+  // Intel Xeon (48 rows 24.7-25.9 ms from memory, 24 rows 23.1-23.6); grouped rows keep
+  // Q8Plan's 32 everywhere (bench/NOTES.md, "The q8 prefetch distance by machine").
   plan.prefetch_one_row = CpuIsAmd() ? 48 : 24;
   const std::int64_t want = 4 * std::int64_t(plan.threads);
   if (plan.threads > 1 && plan.items > 0 && plan.items < want)

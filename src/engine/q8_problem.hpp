@@ -25,8 +25,9 @@ struct Q8Plan {
   std::int64_t chunks = 0;       // ceil(rows_per_bg / kQ8Rows) items per (b, g)
   std::int64_t items = 0;
   std::int64_t splits = 1;
-  // K and V rows read ahead (each row once) by an item of one query row, and of several (which
-  // goes through its keys about three times slower, so fewer rows are the same lead time).
+  // K and V rows read ahead (each row once) by an item of one query row (make_q8_plan sets it
+  // by the CPU's vendor), and of several (which go through their keys about three times slower,
+  // so fewer rows are the same lead time).
   std::int64_t prefetch_one_row = 48, prefetch_rows = 32;
   template <std::size_t R>
   std::int64_t prefetch_for() const {
