@@ -17,6 +17,7 @@ import time
 import unittest
 
 EXE = None
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def write_corpus(d):
@@ -188,6 +189,71 @@ class TrainCli(unittest.TestCase):
                 dot = sum(x * y for x, y in zip(rows[i], rows[j]))
                 self.assertLess(abs(dot), 1e-6, (i, j))
         self.assertNotEqual(got[True], got[False])
+
+    def test_seed_previous_token_head_points_one_back(self):
+        # scripts/seed_previous_token_head.py (the default model's start): on a fresh
+        # initialisation, only the chosen head's W_Q and W_K columns (and biases) change, the
+        # explorer then measures that head as a previous-token head, the result trains with
+        # --init-from, and a head the model lacks is refused with one line.
+        python_dir = os.path.join(os.path.dirname(EXE), "python")
+        if not os.path.isdir(os.path.join(python_dir, "jomoim")):
+            self.skipTest("no Python module in this build")
+        try:
+            import torch  # noqa: F401
+        except ImportError:
+            self.skipTest("no torch")
+        script = os.path.join(ROOT, "scripts", "seed_previous_token_head.py")
+        text = os.path.join(self.tmp.name, "text.txt")
+        with open(text, "w") as f:
+            for name in sorted(os.listdir(self.data)) * 2:
+                with open(os.path.join(self.data, name)) as d:
+                    f.write(d.read())
+        init = os.path.join(self.tmp.name, "init")
+        p = subprocess.run([EXE, "train", "--data", self.data, "--out", init, "--steps", "10", "--stop-at", "1",
+                            "--wpe-init", "fourier", *SMALL], capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        seeded = os.path.join(self.tmp.name, "seeded")
+        env = dict(os.environ, PYTHONPATH=python_dir)
+        p = subprocess.run([sys.executable, script, init, seeded, "--head", "1", "--data", text],
+                           capture_output=True, text=True, timeout=300, env=env)
+        self.assertEqual(p.returncode, 0, p.stderr)
+
+        def tensors(d):
+            with open(os.path.join(d, "model.safetensors"), "rb") as f:
+                n = struct.unpack("<Q", f.read(8))[0]
+                head = json.loads(f.read(n))
+                body = f.read()
+            head.pop("__metadata__", None)
+            return {k: (v["shape"], body[v["data_offsets"][0]:v["data_offsets"][1]]) for k, v in head.items()}
+
+        a, b = tensors(init), tensors(seeded)
+        self.assertEqual(sorted(a), sorted(b))
+        for k in a:
+            self.assertEqual(a[k][0], b[k][0], k)
+            if k not in ("h.0.attn.c_attn.weight", "h.0.attn.c_attn.bias"):
+                self.assertEqual(a[k][1], b[k][1], k)
+        # c_attn is [C, 3C] (Q | K | V columns); C 16, 2 heads of 8: head 1's Q columns 8-15, K 24-31.
+        changed = {(i % 48) for i in range(len(a["h.0.attn.c_attn.weight"][1]) // 4)
+                   if a["h.0.attn.c_attn.weight"][1][4 * i:4 * i + 4] != b["h.0.attn.c_attn.weight"][1][4 * i:4 * i + 4]}
+        self.assertTrue(changed)
+        self.assertLessEqual(changed, set(range(8, 16)) | set(range(24, 32)))
+        p = subprocess.run([EXE, "heads", "--model", seeded, "--json"], capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        heads = {(h["layer"], h["head"]): h for h in json.loads(p.stdout)["head_roles"]["heads"]}
+        self.assertGreaterEqual(heads[(0, 1)]["previous_token"], 0.6)
+        self.assertIn("previous_token", heads[(0, 1)]["labels"])
+        p = subprocess.run([EXE, "heads", "--model", init, "--json"], capture_output=True, text=True, timeout=120)
+        self.assertLess(json.loads(p.stdout)["head_roles"]["heads"][1]["previous_token"], 0.6)
+        out = os.path.join(self.tmp.name, "trained")
+        p = subprocess.run([EXE, "train", "--data", self.data, "--out", out, "--steps", "2", "--init-from", seeded,
+                            *SMALL], capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        p = subprocess.run([sys.executable, script, init, os.path.join(self.tmp.name, "x"), "--head", "2",
+                            "--data", text], capture_output=True, text=True, timeout=120, env=env)
+        self.assertEqual(p.returncode, 1)
+        self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
+        self.assertIn("--head 2", p.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.tmp.name, "x")))
 
     def test_refusals_are_one_line(self):
         out = os.path.join(self.tmp.name, "r")
