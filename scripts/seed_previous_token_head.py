@@ -80,10 +80,11 @@ def save_safetensors(path, tensors, meta):
     os.replace(tmp, path)
 
 
-def layer_norm(x, w, b, eps):
+def layer_norm(x, w, b):
+    """GPT-2's LayerNorm with the trainer's epsilon (1e-5)."""
     m = x.mean(-1, keepdim=True)
     v = ((x - m) ** 2).mean(-1, keepdim=True)
-    return (x - m) / (v + eps).sqrt() * w + b
+    return (x - m) / (v + 1e-5).sqrt() * w + b
 
 
 def main():
@@ -119,8 +120,8 @@ def main():
     if any(len(r) < T for r in rows):
         fail(f"{args.data}: a window of 6,000 characters gave fewer than {T} tokens")
     ids = torch.tensor(rows)
-    ln_w, ln_b = W["h.0.ln_1.weight"], W["h.0.ln_1.bias"]  # LayerNorm epsilon 1e-5, as the trainer's
-    a = layer_norm(W["wte.weight"][ids] + W["wpe.weight"][:T], ln_w, ln_b, 1e-5)
+    ln_w, ln_b = W["h.0.ln_1.weight"], W["h.0.ln_1.bias"]
+    a = layer_norm(W["wte.weight"][ids] + W["wpe.weight"][:T], ln_w, ln_b)
     cw, cb = W["h.0.attn.c_attn.weight"], W["h.0.attn.c_attn.bias"]  # [C, 3C]: Q | K | V columns
     q0, k0 = args.head * D, C + args.head * D
     Wq = cw[:, q0:q0 + D].clone().requires_grad_()
@@ -140,7 +141,7 @@ def main():
 
     def random_tokens():
         r = torch.randint(0, V, (16, T), generator=g)
-        return layer_norm(W["wte.weight"][r] + W["wpe.weight"][:T], ln_w, ln_b, 1e-5)
+        return layer_norm(W["wte.weight"][r] + W["wpe.weight"][:T], ln_w, ln_b)
 
     for it in range(600):
         batch = random_tokens() if it % 2 else fit[torch.randint(0, 40, (16,), generator=g)]

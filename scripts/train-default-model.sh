@@ -6,8 +6,8 @@
 #   scripts/train-default-model.sh            train (or continue an interrupted run)
 #
 # The run lives in build/default-model/ (Ctrl-C saves and stops; rerun to continue);
-# when it finishes, its model files are copied into models/default/. About 85 minutes on this
-# project's 2-core machines (bf16 products where the CPU has AVX512_BF16).
+# when it finishes, its model files are copied into models/default/. About 85-95 minutes on
+# this project's 2-core machines (bf16 products where the CPU has AVX512_BF16).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -30,17 +30,18 @@ COMMON=(build/release/jomoim train --val-data data/corpus/out/heldout.txt --docu
 TRAIN=("${COMMON[@]}" --out build/default-model)
 /usr/bin/python3 scripts/corpus/echo.py data/corpus/out/train.txt data/corpus/out/train-echo.txt
 step_of() { /usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["step"])' build/default-model/trainer.json 2>/dev/null || echo 0; }
+from=(--resume)
 if [ ! -f build/default-model/trainer.json ]; then
   echo "== the start: initialisation, and layer 0 head 2 seeded as a previous-token head"
   rm -rf build/default-model-init build/default-model-seeded
   "${COMMON[@]}" --out build/default-model-init --wpe-init fourier --data data/corpus/out/train.txt --stop-at 1 "$@"
   PYTHONPATH=build/release/python /usr/bin/python3 scripts/seed_previous_token_head.py \
     build/default-model-init build/default-model-seeded --head 2
+  from=(--init-from build/default-model-seeded)
+fi
+if [ "$(step_of)" -lt 1000 ]; then
   echo "== training, phase 1 (to step 1000): data/corpus/out/train.txt"
-  "${TRAIN[@]}" --data data/corpus/out/train.txt --init-from build/default-model-seeded --stop-at 1000 "$@"
-elif [ "$(step_of)" -lt 1000 ]; then
-  echo "== training, phase 1 (to step 1000), resumed: data/corpus/out/train.txt"
-  "${TRAIN[@]}" --data data/corpus/out/train.txt --stop-at 1000 --resume "$@"
+  "${TRAIN[@]}" --data data/corpus/out/train.txt --stop-at 1000 "${from[@]}" "$@"
 fi
 echo "== training, phase 2 (to step 12000): data/corpus/out/train-echo.txt"
 "${TRAIN[@]}" --data data/corpus/out/train-echo.txt --resume "$@"

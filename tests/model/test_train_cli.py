@@ -29,6 +29,16 @@ def write_corpus(d):
             f.write(" ".join(rng.choice(words) for _ in range(600)) + ".\n")
 
 
+def read_safetensors(path):
+    """{name: (dtype, shape, raw bytes)} of a safetensors file."""
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        body = f.read()
+    header.pop("__metadata__", None)
+    return {k: (v["dtype"], v["shape"], body[v["data_offsets"][0]:v["data_offsets"][1]]) for k, v in header.items()}
+
+
 SMALL = ["--vocab-size", "300", "--layers", "1", "--heads", "2", "--embd", "16", "--context", "16",
          "--batch", "2", "--seq", "16", "--eval-every", "1000000", "--eval-batches", "1", "--threads", "1",
          "--log-every", "1", "--val-fraction", "0.1"]
@@ -161,15 +171,9 @@ class TrainCli(unittest.TestCase):
         # orthogonal, as many positions as dimensions here) after training steps, while the same
         # run without the option moves it; trainer.json records the option.
         def wpe(model_dir):
-            with open(os.path.join(model_dir, "model.safetensors"), "rb") as f:
-                n = struct.unpack("<Q", f.read(8))[0]
-                head = json.loads(f.read(n))
-                m = head["wpe.weight"]
-                self.assertEqual(m["dtype"], "F32")
-                a, b = m["data_offsets"]
-                f.seek(8 + n + a)
-                flat = struct.unpack(f"<{(b - a) // 4}f", f.read(b - a))
-            rows, cols = m["shape"]
+            dtype, (rows, cols), raw = read_safetensors(os.path.join(model_dir, "model.safetensors"))["wpe.weight"]
+            self.assertEqual(dtype, "F32")
+            flat = struct.unpack(f"<{rows * cols}f", raw)
             return [flat[r * cols:(r + 1) * cols] for r in range(rows)]
 
         got = {}
@@ -218,23 +222,16 @@ class TrainCli(unittest.TestCase):
                            capture_output=True, text=True, timeout=300, env=env)
         self.assertEqual(p.returncode, 0, p.stderr)
 
-        def tensors(d):
-            with open(os.path.join(d, "model.safetensors"), "rb") as f:
-                n = struct.unpack("<Q", f.read(8))[0]
-                head = json.loads(f.read(n))
-                body = f.read()
-            head.pop("__metadata__", None)
-            return {k: (v["shape"], body[v["data_offsets"][0]:v["data_offsets"][1]]) for k, v in head.items()}
-
-        a, b = tensors(init), tensors(seeded)
+        a = read_safetensors(os.path.join(init, "model.safetensors"))
+        b = read_safetensors(os.path.join(seeded, "model.safetensors"))
         self.assertEqual(sorted(a), sorted(b))
         for k in a:
-            self.assertEqual(a[k][0], b[k][0], k)
+            self.assertEqual(a[k][:2], b[k][:2], k)
             if k not in ("h.0.attn.c_attn.weight", "h.0.attn.c_attn.bias"):
-                self.assertEqual(a[k][1], b[k][1], k)
+                self.assertEqual(a[k][2], b[k][2], k)
         # c_attn is [C, 3C] (Q | K | V columns); C 16, 2 heads of 8: head 1's Q columns 8-15, K 24-31.
-        changed = {(i % 48) for i in range(len(a["h.0.attn.c_attn.weight"][1]) // 4)
-                   if a["h.0.attn.c_attn.weight"][1][4 * i:4 * i + 4] != b["h.0.attn.c_attn.weight"][1][4 * i:4 * i + 4]}
+        before, after = a["h.0.attn.c_attn.weight"][2], b["h.0.attn.c_attn.weight"][2]
+        changed = {i % 48 for i in range(len(before) // 4) if before[4 * i:4 * i + 4] != after[4 * i:4 * i + 4]}
         self.assertTrue(changed)
         self.assertLessEqual(changed, set(range(8, 16)) | set(range(24, 32)))
         p = subprocess.run([EXE, "heads", "--model", seeded, "--json"], capture_output=True, text=True, timeout=120)
