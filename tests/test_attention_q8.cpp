@@ -310,10 +310,50 @@ TEST(Q8, AttentionMatchesTheReferenceOnTheDequantizedInputs) {
       // One row per K/V head, one block per row (the per-token-per-head scale), and key counts
       // that leave a tail after the groups of 8.
       {"decode mha block = D 128", 2, 2, 2, 1, 1029, 128, 128, 128},
+      // Four query rows a K/V head (on CPUs with AMX-INT8 their scores go to the tiles in groups
+      // of 16 keys, the rest on the float path): every chunk width of the tiles (blocks of 16,
+      // 48 = 3 x 16, 64, 128 = 2 x 64), blocks per row from 1 to 8, key counts with and without a
+      // tail after the groups of 16, and a split over two threads.
+      {"grouped block 16 d16", 1, 8, 2, 1, 35, 16, 16, 16},
+      {"grouped block 48 d96", 1, 4, 1, 1, 273, 96, 48, 48},
+      {"grouped block 64 d256", 1, 8, 2, 1, 512, 256, 64, 64},
+      {"grouped block 128 d128", 2, 4, 1, 2, 300, 128, 128, 128},
+      {"grouped block 32 d256 causal", 1, 4, 1, 9, 333, 256, 32, 32, true},
   };
   for (const std::string& t : jomoim::simd_targets())
     for (int threads : {1, 2})
       for (const Q8Case& c : cases) check_case(c, threads, t);
+}
+
+// A non-finite query value reaches its own row's output as NaN and no other row's, whether the
+// row's scores go through the AMX tiles or not (a four-row group with a NaN keeps the float path).
+TEST(Q8, ANonFiniteQueryValueStaysInItsRow) {
+  const I64 Hq = 8, Hkv = 2, Nk = 100, D = 64;
+  Rng rng{7};
+  std::vector<float> q = random_values(Hq * D, rng, 1.0f), k = random_values(Hkv * Nk * D, rng, 1.0f),
+                     v = random_values(Hkv * Nk * D, rng, 1.0f);
+  const auto kq = jomoim::quantize_q8(ConstTensor4::contiguous(k.data(), {1, Hkv, Nk, D}), 32);
+  const auto vq = jomoim::quantize_q8(ConstTensor4::contiguous(v.data(), {1, Hkv, Nk, D}), 32);
+  for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+    std::vector<float> qb = q;
+    qb[std::size_t(5 * D + 3)] = bad;  // head 5: the second group's second row
+    for (const std::string& target : jomoim::simd_targets()) {
+      std::vector<float> out(std::size_t(Hq * D), poison());
+      {
+        PinTarget pin(target);
+        jomoim::attention_q8kv(ConstTensor4::contiguous(qb.data(), {1, Hq, 1, D}), kq.view(), vq.view(),
+                               Tensor4::contiguous(out.data(), {1, Hq, 1, D}), jomoim::AttentionOptions{});
+      }
+      for (I64 h = 0; h < Hq; ++h)
+        for (I64 e = 0; e < D; ++e) {
+          const float got = out[std::size_t(h * D + e)];
+          if (h == 5)
+            EXPECT_TRUE(std::isnan(got)) << target << " head " << h << " " << e;
+          else
+            EXPECT_TRUE(std::isfinite(got)) << target << " head " << h << " " << e;
+        }
+    }
+  }
 }
 
 }  // namespace

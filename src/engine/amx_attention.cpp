@@ -1,5 +1,6 @@
-// amx_attention.cpp — bf16 prefill on AMX tiles (see amx_attention.hpp). The only file with AMX
-// code; its functions carry their own target attribute, so the file compiles for the baseline.
+// amx_attention.cpp — bf16 prefill and 8-bit keys' scores on AMX tiles (amx_attention.hpp). The
+// only file with AMX code; its functions carry their own target attribute, so the file compiles
+// for the baseline.
 #include "amx_attention.hpp"
 
 #include <cpuid.h>
@@ -462,6 +463,129 @@ void amx_attention(const Problem& p, int threads) {
       run_item(p, bh / s.Hq, bh % s.Hq, i0, std::min(kItemRows, s.Nq - i0), buf);
     }
     release_tiles();
+  }
+}
+
+// ---- 8-bit keys on AMX-INT8 (amx_attention.hpp) ----
+
+bool cpu_has_amx_int8() {
+  static const bool has = [] {
+    if (!cpu_has_amx_bf16()) return false;
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+    return ((d >> 25) & 1) != 0;  // CPUID.(7,0):EDX.AMX-INT8
+  }();
+  return has;
+}
+
+#define JOMOIM_AMX_Q8_TARGET \
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,amx-tile,amx-bf16,amx-int8")))
+
+bool amx_q8_prepare(const float* q, std::int64_t ldq, std::int64_t D, std::int8_t* pieces, float* colscale) {
+  for (std::int64_t r = 0; r < 4; ++r) {
+    float amax = 0;
+    for (std::int64_t d = 0; d < D; ++d) {
+      const float x = q[r * ldq + d];
+      if (!std::isfinite(x)) return false;
+      amax = std::max(amax, std::fabs(x));
+    }
+    // s_r in float32, the pieces against that same value: q = s_r * sum_p a_p 2^-7p + e holds
+    // with the s_r the sums are multiplied by.
+    const float s = amax / 127.0f;
+    const double inv = s > 0 ? 1.0 / double(s) : 0.0;
+    for (std::int64_t d = 0; d < D; ++d) {
+      double x = double(q[r * ldq + d]) * inv;
+      for (std::int64_t piece = 0; piece < 4; ++piece) {
+        const double a = std::nearbyint(x);
+        pieces[(d / 4) * 64 + (piece * 4 + r) * 4 + d % 4] = std::int8_t(a);
+        x = (x - a) * 128.0;
+      }
+    }
+    for (int piece = 0; piece < 4; ++piece) colscale[piece * 4 + r] = std::ldexp(s, -7 * piece);
+  }
+  return true;
+}
+
+namespace {
+// Depth of one A tile: the widest of 64, 32, 16 bytes that divides the key block.
+std::int64_t q8_chunk(std::int64_t block) { return block % 64 == 0 ? 64 : block % 32 == 0 ? 32 : 16; }
+
+// Tiles 0, 1: the int32 sums C of two key blocks in turn (16 keys x 16 columns); 4, 5 their A
+// (16 keys x chunk bytes), 6, 7 their B (chunk / 4 rows of 16 columns x 4 bytes).
+struct Q8Configs {
+  TileConfig by_chunk[3];  // chunk 16, 32, 64
+  Q8Configs() {
+    for (int i = 0; i < 3; ++i) {
+      TileConfig& c = by_chunk[i];
+      c = TileConfig{};
+      c.palette = 1;
+      const std::uint16_t chunk = std::uint16_t(16 << i);
+      for (int t : {0, 1}) c.colsb[t] = 64, c.rows[t] = 16;
+      for (int t : {4, 5}) c.colsb[t] = chunk, c.rows[t] = 16;
+      for (int t : {6, 7}) c.colsb[t] = 64, c.rows[t] = std::uint8_t(chunk / 4);
+    }
+  }
+};
+const Q8Configs kQ8Configs;
+
+// Tile C = sum over the key block at e0 of its chunks, A (16 K rows) x B (the query pieces), then
+// stored to cb. A macro: GCC's tile intrinsics paste the tile number into the assembly.
+#define JOMOIM_Q8_BLOCK_TILE(C, A, B, k, D, pieces, e0, block, chunk, cb) \
+  do {                                                                    \
+    _tile_zero(C);                                                        \
+    for (std::int64_t e = (e0); e < (e0) + (block); e += (chunk)) {       \
+      _tile_loadd(A, (k) + e, (D));                                       \
+      _tile_loadd(B, (pieces) + (e / 4) * 64, 64);                        \
+      _tile_dpbssd(C, A, B);                                              \
+    }                                                                     \
+    _tile_stored(C, (cb), 64);                                            \
+  } while (0)
+}  // namespace
+
+namespace {
+JOMOIM_AMX_Q8_TARGET void amx_q8_configure_on_tiles(std::int64_t block) {
+  const std::int64_t chunk = q8_chunk(block);
+  _tile_loadconfig(&kQ8Configs.by_chunk[chunk == 16 ? 0 : chunk == 32 ? 1 : 2]);
+}
+}  // namespace
+
+void amx_q8_configure(std::int64_t block) { amx_q8_configure_on_tiles(block); }
+void amx_q8_release() { release_tiles(); }
+
+JOMOIM_AMX_Q8_TARGET void amx_q8_scores4(const std::int8_t* pieces, const float* colscale, const std::int8_t* k,
+                                         const float* scales, std::int64_t D, std::int64_t block, std::int64_t groups,
+                                         std::int64_t prefetch, float* s, std::int64_t lds, std::int32_t* cbuf) {
+  const std::int64_t nb = D / block, chunk = q8_chunk(block);
+  const __m512 cs = _mm512_loadu_ps(colscale);
+  for (std::int64_t g = 0; g < groups; ++g) {
+    const std::int8_t* kg = k + g * 16 * D;
+    const float* sg = scales + g * 16 * nb;
+    for (std::int64_t kk = 0; kk < 16; ++kk)  // a line per 128 bytes: the adjacent-line prefetcher takes the pair
+      for (std::int64_t c = 0; c < D; c += 128) __builtin_prefetch(kg + (prefetch + kk) * D + c, 0, 3);
+    __m512 acc[16];
+    for (__m512& a : acc) a = _mm512_setzero_ps();
+    // Block b + 1 goes to the tiles before block b's sums are read, in the other C tile.
+    JOMOIM_Q8_BLOCK_TILE(0, 4, 6, kg, D, pieces, 0, block, chunk, cbuf);
+    for (std::int64_t b = 0; b < nb; ++b) {
+      if (b + 1 < nb) {
+        if ((b + 1) & 1)
+          JOMOIM_Q8_BLOCK_TILE(1, 5, 7, kg, D, pieces, (b + 1) * block, block, chunk, cbuf + 256);
+        else
+          JOMOIM_Q8_BLOCK_TILE(0, 4, 6, kg, D, pieces, (b + 1) * block, block, chunk, cbuf);
+      }
+      const std::int32_t* cb = cbuf + (b & 1) * 256;
+      for (std::int64_t kk = 0; kk < 16; ++kk)
+        acc[kk] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(cb + kk * 16)), _mm512_set1_ps(sg[kk * nb + b]),
+                                  acc[kk]);
+    }
+    __m512i t[16];
+    for (int kk = 0; kk < 16; ++kk) t[kk] = _mm512_castps_si512(_mm512_mul_ps(acc[kk], cs));
+    transpose16(t);  // t[p * 4 + r]: piece p of row r, over the 16 keys
+    for (int r = 0; r < 4; ++r) {
+      const __m512 small = _mm512_add_ps(_mm512_castsi512_ps(t[12 + r]), _mm512_castsi512_ps(t[8 + r]));
+      const __m512 v = _mm512_add_ps(_mm512_add_ps(small, _mm512_castsi512_ps(t[4 + r])), _mm512_castsi512_ps(t[r]));
+      _mm512_storeu_ps(s + r * lds + g * 16, v);
+    }
   }
 }
 

@@ -1,4 +1,4 @@
-// amx_attention.hpp — bf16 prefill on Intel AMX tiles (internal).
+// amx_attention.hpp — bf16 prefill, and 8-bit keys' scores, on Intel AMX tiles (internal).
 //
 // On CPUs with AMX-BF16 (Sapphire Rapids and later) one TDPBF16PS multiplies a 16 x 32 bf16 tile
 // by a 32 x 16 one into 16 x 16 float32 sums: measured 3.8 TFLOP/s on one core of a Xeon here,
@@ -19,6 +19,9 @@
 // depending on N. Used only for calls it fits (amx_fits), others take the AVX-512 kernels.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
+
 #include "problem.hpp"
 
 namespace jomoim::detail {
@@ -37,5 +40,42 @@ bool amx_fits(const Problem& p);
 
 // The attention of p on `threads` threads (p.out, and p.lse when asked for).
 void amx_attention(const Problem& p, int threads);
+
+// ---- 8-bit keys on AMX-INT8: the scores of four query rows (attention_q8kv) ----
+//
+// One TDPBSSD multiplies 16 keys' int8 values (the K rows as they lie in the cache: no widening,
+// no transpose) by the four rows' queries in int8 pieces, summing exactly in int32. Each float32
+// query row r goes as four pieces against one scale s_r = max_d |q_r[d]| / 127:
+//   q_r = s_r (a0 + a1 2^-7 + a2 2^-14 + a3 2^-21) + e,  a0 in [-127, 127], a1..a3 in [-64, 64],
+//   |e| <= s_r 2^-22 < 2^-28.9 max_d |q_r[d]|,
+// the 16 columns of B being (piece p, row r) at p * 4 + r. Per key block, C's int32 sums (at
+// most block * 127 * 127, exact in float32 up to block 1024) are converted and times the key's
+// block scale added into float32; then times s_r 2^-7p, pieces summed. So the products are exact,
+// the sums float32 as on the float path, and the query stands for itself to 2^-28.9 of its
+// row's largest value (the float path: to its own float32 rounding, done before the call).
+
+// Whether the CPU has AMX-INT8 as well as what cpu_has_amx_bf16 needs.
+bool cpu_has_amx_int8();
+
+// Bytes of B pieces amx_q8_prepare writes for depth D: 16 * D.
+inline std::size_t amx_q8_piece_bytes(std::int64_t D) { return std::size_t(16 * D); }
+
+// Splits rows q, q + ldq, q + 2 ldq, q + 3 ldq (D values each, D a multiple of 16) into pieces
+// (amx_q8_piece_bytes(D), B's layout: byte (d / 4) * 64 + (p * 4 + r) * 4 + d % 4) and colscale
+// (16 floats, s_r 2^-7p). False, writing nothing useful, when a value is not finite: the caller
+// takes its float path, which propagates it.
+bool amx_q8_prepare(const float* q, std::int64_t ldq, std::int64_t D, std::int8_t* pieces, float* colscale);
+
+// The tile configuration for key blocks of `block` values (a multiple of 16) on this thread;
+// amx_q8_release gives the tile state back.
+void amx_q8_configure(std::int64_t block);
+void amx_q8_release();
+
+// s[r * lds + j] = q_r . k_j for the 16 * groups keys from k (row j at k + j D, its block scales
+// at scales + j D / block), rows r = 0..3 prepared by amx_q8_prepare; K rows `prefetch` ahead are
+// prefetched. cbuf: 512 int32 of scratch, 64-byte aligned. Runs on the configured thread.
+void amx_q8_scores4(const std::int8_t* pieces, const float* colscale, const std::int8_t* k, const float* scales,
+                    std::int64_t D, std::int64_t block, std::int64_t groups, std::int64_t prefetch, float* s,
+                    std::int64_t lds, std::int32_t* cbuf);
 
 }  // namespace jomoim::detail

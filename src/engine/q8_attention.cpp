@@ -6,6 +6,8 @@
 // S [rows, kTile], an online softmax along each row, then O += P V. Every K and V vector is
 // widened from int8 to float32 in registers and multiplied by its block's scale (one row:
 // each block's sum, or each weight, times the scale once); nothing wider than int8 is stored.
+// On CPUs with AMX-INT8 (and the AMX_BF16 target active) four rows' scores over each group of
+// 16 keys are int8 tile products instead (amx_attention.hpp: the query in four int8 pieces).
 // When the items are too few for the threads, each item's keys are split into ranges merged
 // by log-sum-exp afterwards, as in attention(). Compiled once per SIMD target (Highway),
 // dispatched once per call.
@@ -16,6 +18,7 @@
 #include <limits>
 #include <vector>
 
+#include "amx_attention.hpp"
 #include "jomoim/engine/threads.hpp"
 #include "plan.hpp"
 #include "q8_problem.hpp"
@@ -55,6 +58,15 @@ HWY_INLINE VF Widen(const std::int8_t* HWY_RESTRICT values, VF scale) { return h
 // Vectors of value columns whose accumulators stay in registers for all R rows of P·V.
 constexpr std::size_t kValueAccumulators = kManyRegisters ? 16 : 8;
 
+// A four-row group's query on the AMX-INT8 tiles (group r0 / 4 of an item's rows): its pieces
+// and column scales (amx_q8_prepare), ready when ok[group]; cbuf holds C's sums.
+struct AmxRows {
+  std::int8_t* pieces[2] = {nullptr, nullptr};
+  float* colscale[2] = {nullptr, nullptr};
+  bool ok[2] = {false, false};
+  std::int32_t* cbuf = nullptr;
+};
+
 struct Rows {
   std::int64_t b = 0, g = 0, n = 0;
   std::int64_t head[kQ8Rows], pos[kQ8Rows], visible[kQ8Rows];
@@ -67,6 +79,11 @@ struct Kernel {
   const Q8Plan& plan;
   std::size_t L, dp, dvp;  // lanes; D and Dv rounded up to whole vectors (the q8 rows are whole
                            // blocks of 16, so D and Dv are multiples of 16 >= L: dp = D here)
+
+  struct Buffers {
+    float *qs, *s, *acc, *m, *l;
+    AmxRows amx;
+  };
 
   void RowsOfItem(std::int64_t item, Rows& rows) const {
     const std::int64_t bg = item / plan.chunks, chunk = item % plan.chunks;
@@ -102,10 +119,19 @@ struct Kernel {
   // time where the target has Sum4 (four lane sums folded together, about 13 operations for four
   // sums instead of 4 x 9), then one key at a time.
   template <std::size_t R>
-  void ScoreRows(const Rows& rows, const float* qs, std::int64_t r0, std::int64_t t0, std::int64_t tl, float* s) const {
+  void ScoreRows(const Rows& rows, const float* qs, const AmxRows& amx, std::int64_t r0, std::int64_t t0,
+                 std::int64_t tl, float* s) const {
     const DF df;
     const std::int64_t D = p.s.D, block = qp.k.block;
     std::int64_t j = 0;
+    if constexpr (R == 4) {
+      // Whole groups of 16 keys on the tiles, the rest below.
+      if (amx.ok[r0 / 4] && tl >= 16) {
+        amx_q8_scores4(amx.pieces[r0 / 4], amx.colscale[r0 / 4], KRow(rows, t0), KScales(rows, t0), D, block, tl / 16,
+                       plan.prefetch_tiles, s + r0 * kQ8Tile, kQ8Tile, amx.cbuf);
+        j = tl / 16 * 16;
+      }
+    }
 #ifdef JOMOIM_SUM4
     // One row has registers for eight keys (two Sum4s): 8 independent FMA chains, as many as
     // the FMA latency times the pipes; four keys left one row's loop latency-bound. Four rows
@@ -268,9 +294,9 @@ struct Kernel {
     for (; r < n; ++r) f(r, std::integral_constant<std::size_t, 1>());
   }
   // Online softmax over the keys [k0, k1) for the item's rows: m, l and the unnormalised acc.
-  void AttendKeys(const Rows& rows, std::int64_t k0, std::int64_t k1, float* qs, float* s, float* acc, float* m,
-                  float* l) const {
+  void AttendKeys(const Rows& rows, std::int64_t k0, std::int64_t k1, const Buffers& buf) const {
     const DF df;
+    float *s = buf.s, *acc = buf.acc, *m = buf.m, *l = buf.l;
     for (std::int64_t r = 0; r < rows.n; ++r) {
       m[r] = kNegInf;
       l[r] = 0.0f;
@@ -278,7 +304,8 @@ struct Kernel {
     }
     for (std::int64_t t0 = k0; t0 < k1; t0 += kQ8Tile) {
       const std::int64_t tl = std::min(kQ8Tile, k1 - t0);
-      ByRows(rows.n, [&](std::int64_t r0, auto R) { ScoreRows<decltype(R)::value>(rows, qs, r0, t0, tl, s); });
+      ByRows(rows.n,
+             [&](std::int64_t r0, auto R) { ScoreRows<decltype(R)::value>(rows, buf.qs, buf.amx, r0, t0, tl, s); });
       for (std::int64_t r = 0; r < rows.n; ++r) {
         float* sr = s + r * kQ8Tile;
         const std::int64_t end = std::clamp<std::int64_t>(rows.visible[r] - t0, 0, tl);
@@ -320,27 +347,40 @@ struct Kernel {
     if (p.has_lse) p.lse(rows.b, rows.head[r], rows.pos[r]) = l == 0 ? kNegInf : m * kLn2 + std::log(l);
   }
 
-  struct Buffers {
-    float *qs, *s, *acc, *m, *l;
-  };
   Buffers ThreadBuffers() const {
     const std::size_t nq = kQ8Rows * dp, ns = kQ8Rows * kQ8Tile, na = kQ8Rows * dvp;
-    float* base = Scratch::for_this_thread().reserve(nq + ns + na + 2 * 16);
-    return {base, base + nq, base + nq + ns, base + nq + ns + na, base + nq + ns + na + 16};
+    // AMX: the two four-row groups' pieces (16 D bytes each) and column scales, and C's sums.
+    const std::size_t npieces = plan.amx_scores ? 2 * amx_q8_piece_bytes(p.s.D) / sizeof(float) : 0;
+    const std::size_t namx = plan.amx_scores ? npieces + 2 * 16 + 512 : 0;
+    float* base = Scratch::for_this_thread().reserve(nq + ns + na + 2 * 16 + namx);
+    Buffers b{base, base + nq, base + nq + ns, base + nq + ns + na, base + nq + ns + na + 16, {}};
+    if (plan.amx_scores) {
+      float* at = base + nq + ns + na + 2 * 16;  // 64-byte aligned: every size above is a multiple of 16
+      b.amx.cbuf = reinterpret_cast<std::int32_t*>(at);
+      b.amx.colscale[0] = at + 512;
+      b.amx.colscale[1] = at + 512 + 16;
+      b.amx.pieces[0] = reinterpret_cast<std::int8_t*>(at + 512 + 32);
+      b.amx.pieces[1] = b.amx.pieces[0] + amx_q8_piece_bytes(p.s.D);
+    }
+    return b;
   }
 
   void RunUnit(std::int64_t u, SplitPartials& parts) const {
     const std::int64_t item = u / plan.splits, split = u % plan.splits;
     Rows rows;
     RowsOfItem(item, rows);
-    const Buffers buf = ThreadBuffers();
+    Buffers buf = ThreadBuffers();
     // The queries, times the scale.
     for (std::int64_t r = 0; r < rows.n; ++r)
       for (std::int64_t d = 0; d < p.s.D; ++d)
         buf.qs[r * std::int64_t(dp) + d] = p.s.scale * kLog2e * p.q(rows.b, rows.head[r], rows.pos[r], d);
+    if (plan.amx_scores)  // ByRows gives four-row groups at rows 0 and 4
+      for (std::int64_t r0 = 0; r0 + 4 <= rows.n; r0 += 4)
+        buf.amx.ok[r0 / 4] = amx_q8_prepare(buf.qs + r0 * std::int64_t(dp), std::int64_t(dp), p.s.D,
+                                            buf.amx.pieces[r0 / 4], buf.amx.colscale[r0 / 4]);
     const std::int64_t chunk = (rows.max_visible + plan.splits - 1) / plan.splits;
     const std::int64_t k0 = std::min(rows.max_visible, split * chunk), k1 = std::min(rows.max_visible, k0 + chunk);
-    AttendKeys(rows, k0, k1, buf.qs, buf.s, buf.acc, buf.m, buf.l);
+    AttendKeys(rows, k0, k1, buf);
     if (plan.splits == 1) {
       for (std::int64_t r = 0; r < rows.n; ++r) WriteRow(rows, r, buf.m[r], buf.l[r], buf.acc + r * dvp);
       return;
@@ -364,6 +404,19 @@ struct Kernel {
   }
 };
 
+// The AMX tile configuration on this thread for one unit of work, released after it.
+struct TileState {
+  bool on;
+  TileState(bool amx, std::int64_t block) : on(amx) {
+    if (on) amx_q8_configure(block);
+  }
+  ~TileState() {
+    if (on) amx_q8_release();
+  }
+  TileState(const TileState&) = delete;
+  TileState& operator=(const TileState&) = delete;
+};
+
 void RunQ8(const Q8Problem& qp, const Q8Plan& plan) {
   const Problem& p = qp.p;
   const std::size_t L = hn::Lanes(DF());
@@ -374,7 +427,11 @@ void RunQ8(const Q8Problem& qp, const Q8Plan& plan) {
   FirstError errors;
   const std::int64_t units = plan.units();
 #pragma omp parallel for schedule(dynamic, 1) num_threads(plan.threads) if (plan.threads > 1 && units > 1)
-  for (std::int64_t u = 0; u < units; ++u) errors.run([&] { kernel.RunUnit(u, parts); });
+  for (std::int64_t u = 0; u < units; ++u)
+    errors.run([&] {
+      const TileState tiles(plan.amx_scores, qp.k.block);
+      kernel.RunUnit(u, parts);
+    });
   errors.rethrow();
   if (plan.splits > 1) {
 #pragma omp parallel for schedule(static) num_threads(plan.threads) if (plan.threads > 1)
@@ -418,6 +475,9 @@ Q8Plan make_q8_plan(const Problem& p, int threads) {
   // Intel Xeon (48 rows 24.7-25.9 ms from memory, 24 rows 23.1-23.6); grouped rows keep
   // Q8Plan's 32 everywhere (bench/NOTES.md, "The q8 prefetch distance by machine").
   plan.prefetch_one_row = CpuIsAmd() ? 48 : 24;
+  // Four rows' scores on AMX-INT8 where the CPU has it and the pin allows tiles, for D up to
+  // 1024 (the pieces take 16 D bytes a group of rows per thread).
+  plan.amx_scores = amx_enabled() && cpu_has_amx_int8() && s.D <= 1024 && plan.rows_per_bg >= 4;
   const std::int64_t want = 4 * std::int64_t(plan.threads);
   if (plan.threads > 1 && plan.items > 0 && plan.items < want)
     plan.splits = std::clamp<std::int64_t>((want + plan.items - 1) / plan.items, 1,

@@ -29,6 +29,10 @@ struct Q8Plan {
   // by the CPU's vendor), and of several (which go through their keys about three times slower,
   // so fewer rows are the same lead time).
   std::int64_t prefetch_one_row = 48, prefetch_rows = 32;
+  // Four rows' scores on AMX-INT8 (amx_attention.hpp; make_q8_plan: the CPU has it and the
+  // target pin allows the tiles).
+  bool amx_scores = false;
+  std::int64_t prefetch_tiles = 64;  // K rows read ahead there (one line per 128 bytes)
   template <std::size_t R>
   std::int64_t prefetch_for() const {
     return R == 1 ? prefetch_one_row : prefetch_rows;
