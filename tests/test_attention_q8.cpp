@@ -283,8 +283,9 @@ void check_case(const Q8Case& c, int threads, const std::string& target) {
   EXPECT_LE(worst, tol) << c.name << " target " << target << " threads " << threads;
   // The worst case is loose (linear in Nk); typical errors are random walks. The mean error must
   // stay near the rounding of the output itself: 4 u max|v| (measured: at most 0.25 u).
-  if (count > 0)
+  if (count > 0) {
     EXPECT_LE(sum_err / double(count), 4.0 * u * vmax) << c.name << " target " << target << " threads " << threads;
+  }
   if (std::getenv("JOMOIM_Q8_PRINT"))
     std::printf("%-22s %-6s t%d worst %.3g (tol %.3g) mean %.3g (%.2f u max|v|)\n", c.name.c_str(), target.c_str(),
                 threads, worst, tol, count ? sum_err / double(count) : 0.0,

@@ -18,6 +18,7 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -542,14 +543,9 @@ const Q8Configs kQ8Configs;
   } while (0)
 }  // namespace
 
-namespace {
-JOMOIM_AMX_Q8_TARGET void amx_q8_configure_on_tiles(std::int64_t block) {
-  const std::int64_t chunk = q8_chunk(block);
-  _tile_loadconfig(&kQ8Configs.by_chunk[chunk == 16 ? 0 : chunk == 32 ? 1 : 2]);
+JOMOIM_AMX_Q8_TARGET void amx_q8_configure(std::int64_t block) {
+  _tile_loadconfig(&kQ8Configs.by_chunk[std::countr_zero(std::uint64_t(q8_chunk(block))) - 4]);  // 16, 32, 64
 }
-}  // namespace
-
-void amx_q8_configure(std::int64_t block) { amx_q8_configure_on_tiles(block); }
 void amx_q8_release() { release_tiles(); }
 
 JOMOIM_AMX_Q8_TARGET void amx_q8_scores4(const std::int8_t* pieces, const float* colscale, const std::int8_t* k,

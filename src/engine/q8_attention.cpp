@@ -60,6 +60,7 @@ constexpr std::size_t kValueAccumulators = kManyRegisters ? 16 : 8;
 
 // A four-row group's query on the AMX-INT8 tiles (group r0 / 4 of an item's rows): its pieces
 // and column scales (amx_q8_prepare), ready when ok[group]; cbuf holds C's sums.
+static_assert(kQ8Rows <= 8, "an item has at most two four-row groups");
 struct AmxRows {
   std::int8_t* pieces[2] = {nullptr, nullptr};
   float* colscale[2] = {nullptr, nullptr};
