@@ -482,24 +482,31 @@ bool cpu_has_amx_int8() {
 #define JOMOIM_AMX_Q8_TARGET \
   __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,amx-tile,amx-bf16,amx-int8")))
 
-bool amx_q8_prepare(const float* q, std::int64_t ldq, std::int64_t D, std::int8_t* pieces, float* colscale) {
+JOMOIM_AMX_Q8_TARGET bool amx_q8_prepare(const float* q, std::int64_t ldq, std::int64_t D, std::int8_t* pieces,
+                                         float* colscale) {
   for (std::int64_t r = 0; r < 4; ++r) {
-    float amax = 0;
-    for (std::int64_t d = 0; d < D; ++d) {
-      const float x = q[r * ldq + d];
-      if (!std::isfinite(x)) return false;
-      amax = std::max(amax, std::fabs(x));
+    const float* qr = q + r * ldq;
+    __m512 amax = _mm512_setzero_ps();
+    for (std::int64_t d = 0; d < D; d += 16) {
+      const __m512 x = _mm512_loadu_ps(qr + d);
+      if (_mm512_fpclass_ps_mask(x, 0x99) != 0) return false;  // NaN or +-inf
+      amax = _mm512_max_ps(amax, _mm512_abs_ps(x));
     }
     // s_r in float32, the pieces against that same value: q = s_r * sum_p a_p 2^-7p + e holds
-    // with the s_r the sums are multiplied by.
-    const float s = amax / 127.0f;
-    const double inv = s > 0 ? 1.0 / double(s) : 0.0;
-    for (std::int64_t d = 0; d < D; ++d) {
-      double x = double(q[r * ldq + d]) * inv;
+    // with the s_r the sums are multiplied by. In float64, 8 values at a time, each piece the
+    // nearest integer (ties to even) and the rest times 2^7.
+    const float s = _mm512_reduce_max_ps(amax) / 127.0f;
+    const __m512d inv = _mm512_set1_pd(s > 0 ? 1.0 / double(s) : 0.0);
+    for (std::int64_t d = 0; d < D; d += 8) {
+      __m512d x = _mm512_mul_pd(_mm512_cvtps_pd(_mm256_loadu_ps(qr + d)), inv);
       for (std::int64_t piece = 0; piece < 4; ++piece) {
-        const double a = std::nearbyint(x);
-        pieces[(d / 4) * 64 + (piece * 4 + r) * 4 + d % 4] = std::int8_t(a);
-        x = (x - a) * 128.0;
+        const __m512d a = _mm512_roundscale_pd(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        // d..d + 3 and d + 4..d + 7: four bytes each at (d / 4) * 64 + (piece * 4 + r) * 4.
+        const __m128i bytes = _mm256_cvtepi32_epi8(_mm512_cvtpd_epi32(a));
+        const std::int32_t lo = _mm_cvtsi128_si32(bytes), hi = _mm_extract_epi32(bytes, 1);
+        std::memcpy(pieces + (d / 4) * 64 + (piece * 4 + r) * 4, &lo, 4);
+        std::memcpy(pieces + (d / 4 + 1) * 64 + (piece * 4 + r) * 4, &hi, 4);
+        x = _mm512_mul_pd(_mm512_sub_pd(x, a), _mm512_set1_pd(128.0));
       }
     }
     for (int piece = 0; piece < 4; ++piece) colscale[piece * 4 + r] = std::ldexp(s, -7 * piece);
