@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/bf16_dot.hpp"
+#include "engine/cpu.hpp"
 #include "jomoim/core/half.hpp"
 
 namespace {

@@ -3,14 +3,8 @@
 // for the baseline.
 #include "amx_attention.hpp"
 
-#include <cpuid.h>
 #include <immintrin.h>
 #include <omp.h>
-#include <unistd.h>
-
-#if defined(__linux__)
-#include <sys/syscall.h>
-#endif
 
 // GCC 12's AVX-512 headers start the unmasked shuffles from a self-initialised "undefined"
 // vector, which -Wuninitialized reports at every use; the value is never read.
@@ -28,32 +22,9 @@
 #include <hwy/base.h>
 
 #include "bf16_dot.hpp"
+#include "cpu.hpp"
 
 namespace jomoim::detail {
-
-namespace {
-
-bool os_grants_amx() {
-#if defined(__linux__) && defined(SYS_arch_prctl)
-  constexpr long kReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;  // asm/prctl.h, XSAVE feature 18
-  return syscall(SYS_arch_prctl, kReqXcompPerm, kXfeatureXtiledata) == 0;
-#else
-  return false;
-#endif
-}
-
-}  // namespace
-
-bool cpu_has_amx_bf16() {
-  static const bool has = [] {
-    if (!cpu_has_avx512_bf16() || !__builtin_cpu_supports("avx512dq")) return false;
-    unsigned a = 0, b = 0, c = 0, d = 0;
-    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
-    const bool amx_bf16 = (d >> 22) & 1, amx_tile = (d >> 24) & 1;  // CPUID.(7,0):EDX
-    return amx_bf16 && amx_tile && os_grants_amx();
-  }();
-  return has;
-}
 
 #define JOMOIM_AMX_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,amx-tile,amx-bf16")))
 
@@ -468,16 +439,6 @@ void amx_attention(const Problem& p, int threads) {
 }
 
 // ---- 8-bit keys on AMX-INT8 (amx_attention.hpp) ----
-
-bool cpu_has_amx_int8() {
-  static const bool has = [] {
-    if (!cpu_has_amx_bf16()) return false;
-    unsigned a = 0, b = 0, c = 0, d = 0;
-    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
-    return ((d >> 25) & 1) != 0;  // CPUID.(7,0):EDX.AMX-INT8
-  }();
-  return has;
-}
 
 #define JOMOIM_AMX_Q8_TARGET \
   __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,amx-tile,amx-bf16,amx-int8")))

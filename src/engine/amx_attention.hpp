@@ -26,9 +26,6 @@
 
 namespace jomoim::detail {
 
-// Whether the CPU has AMX-TILE, AMX-BF16 and AVX512_BF16 and the kernel lets this process use the
-// tile state (Linux asks for it once: arch_prctl ARCH_REQ_XCOMP_PERM).
-bool cpu_has_amx_bf16();
 // Whether the AMX path may run now: the CPU has it and the pinned target allows it (simd.cpp).
 bool amx_enabled();
 
@@ -53,9 +50,6 @@ void amx_attention(const Problem& p, int threads);
 // block scale added into float32; then times s_r 2^-7p, pieces summed. So the products are exact,
 // the sums float32 as on the float path, and the query stands for itself to 2^-28.9 of its
 // row's largest value (the float path: to its own float32 rounding, done before the call).
-
-// Whether the CPU has AMX-INT8 as well as what cpu_has_amx_bf16 needs.
-bool cpu_has_amx_int8();
 
 // Bytes of B pieces amx_q8_prepare writes for depth D: 16 * D.
 inline std::size_t amx_q8_piece_bytes(std::int64_t D) { return std::size_t(16 * D); }

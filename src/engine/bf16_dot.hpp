@@ -20,8 +20,6 @@
 
 namespace jomoim::detail {
 
-// Whether the CPU executes AVX512_BF16 (and AVX512F/BW/VL).
-bool cpu_has_avx512_bf16();
 // Whether the kernels may use it now: the CPU has it and the pinned target allows it.
 bool bf16_dot_enabled();
 

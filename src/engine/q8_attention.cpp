@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "amx_attention.hpp"
+#include "cpu.hpp"
 #include "jomoim/engine/threads.hpp"
 #include "plan.hpp"
 #include "q8_problem.hpp"
@@ -450,20 +451,6 @@ namespace jomoim {
 namespace detail {
 HWY_EXPORT(RunQ8);
 
-namespace {
-bool CpuIsAmd() {
-#if defined(__x86_64__) || defined(__i386__)
-  static const bool amd = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_is("amd") != 0;
-  }();
-  return amd;
-#else
-  return false;
-#endif
-}
-}  // namespace
-
 Q8Plan make_q8_plan(const Problem& p, int threads) {
   Q8Plan plan;
   plan.threads = std::max(1, threads);
@@ -475,7 +462,7 @@ Q8Plan make_q8_plan(const Problem& p, int threads) {
   // One row's distance by vendor, as measured on a Zen 4 (16 rows 775 us, 48 rows 619-663) and an
   // Intel Xeon (48 rows 24.7-25.9 ms from memory, 24 rows 23.1-23.6); grouped rows keep
   // Q8Plan's 32 everywhere (bench/NOTES.md, "The q8 prefetch distance by machine").
-  plan.prefetch_one_row = CpuIsAmd() ? 48 : 24;
+  plan.prefetch_one_row = cpu_is_amd() ? 48 : 24;
   // Four rows' scores on AMX-INT8 where the CPU has it and the pin allows tiles, for D up to
   // 1024 (the pieces take 16 D bytes a group of rows per thread).
   plan.amx_scores = amx_enabled() && cpu_has_amx_int8() && s.D <= 1024 && plan.rows_per_bg >= 4;

@@ -8,6 +8,7 @@
 
 #include "amx_attention.hpp"
 #include "bf16_dot.hpp"
+#include "cpu.hpp"
 #include "jomoim/core/tensor.hpp"
 
 namespace jomoim {
