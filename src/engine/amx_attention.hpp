@@ -57,7 +57,7 @@ inline std::size_t amx_q8_piece_bytes(std::int64_t D) { return std::size_t(16 * 
 // Splits rows q, q + ldq, q + 2 ldq, q + 3 ldq (D values each, D a multiple of 16) into pieces
 // (amx_q8_piece_bytes(D), B's layout: byte (d / 4) * 64 + (p * 4 + r) * 4 + d % 4) and colscale
 // (16 floats, s_r 2^-7p). False, writing nothing useful, when a value is not finite: the caller
-// takes its float path, which propagates it.
+// takes its float path, which propagates it. AVX-512 code: only where cpu_has_amx_int8() (cpu.hpp).
 bool amx_q8_prepare(const float* q, std::int64_t ldq, std::int64_t D, std::int8_t* pieces, float* colscale);
 
 // The tile configuration for key blocks of `block` values (a multiple of 16) on this thread;
