@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "attention_test_util.hpp"
 #include "engine/amx_attention.hpp"
 #include "engine/cpu.hpp"
 
@@ -39,27 +40,16 @@ void prepare_reference(const float* q, I64 ldq, I64 D, std::int8_t* pieces, floa
   }
 }
 
-struct Rng {
-  std::uint64_t s;
-  std::uint64_t next() {
-    std::uint64_t z = (s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-  float uniform() { return float(double(next() >> 40) * 0x1p-23 - 1.0); }
-};
-
 TEST(AmxQ8, PrepareSplitsTheQueryLikeItsScalarDefinition) {
   if (!jomoim::detail::cpu_has_amx_int8()) GTEST_SKIP() << "no AMX-INT8 on this CPU";
-  Rng rng{19};
+  attn_test::Rng rng{19};
   for (I64 D : {16, 32, 48, 128, 144, 256, 1024}) {
     for (int kind = 0; kind < 5; ++kind) {
       const I64 ldq = D + 16 * (kind % 2);  // rows with and without a gap
       std::vector<float> q(std::size_t(4 * ldq), std::numeric_limits<float>::quiet_NaN());  // the gaps: not read
       for (I64 r = 0; r < 4; ++r)
         for (I64 d = 0; d < D; ++d) {
-          float x = rng.uniform();
+          float x = rng.uniform(1.0f);
           if (kind == 1) x *= std::ldexp(1.0f, int(rng.next() % 40) - 20);  // magnitudes 2^-20..2^20 in a row
           if (kind == 2) x = float(int(x * 8)) * 0.5f;                      // halves: ties after the scale
           if (kind == 3) x *= 1e-39f;                                       // subnormal rows

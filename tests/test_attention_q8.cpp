@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "attention_test_util.hpp"
 #include "jomoim/engine/attention.hpp"
 #include "jomoim/engine/quant.hpp"
 #include "jomoim/engine/simd.hpp"
@@ -24,16 +25,7 @@ using jomoim::ConstTensor4;
 using jomoim::Tensor4;
 using I64 = std::int64_t;
 
-struct Rng {
-  std::uint64_t s;
-  std::uint64_t next() {
-    std::uint64_t z = (s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-  float uniform(float amp) { return amp * float(double(next() >> 40) * 0x1p-23 - 1.0); }
-};
+using attn_test::Rng;
 
 constexpr std::uint32_t kPoisonBits = 0x7fdeadbeu;
 float poison() { return std::bit_cast<float>(kPoisonBits); }
