@@ -51,6 +51,9 @@ void amx_attention(const Problem& p, int threads);
 // the sums float32 as on the float path, and the query stands for itself to 2^-28.9 of its
 // row's largest value (the float path: to its own float32 rounding, done before the call).
 
+// int32 of scratch amx_q8_scores4 takes: two C tiles of 16 x 16 sums.
+inline constexpr std::size_t kAmxQ8ScoreInts = 2 * 16 * 16;
+
 // Bytes of B pieces amx_q8_prepare writes for depth D: 16 * D.
 inline std::size_t amx_q8_piece_bytes(std::int64_t D) { return std::size_t(16 * D); }
 
@@ -67,7 +70,7 @@ void amx_q8_release();
 
 // s[r * lds + j] = q_r . k_j for the 16 * groups keys from k (row j at k + j D, its block scales
 // at scales + j D / block), rows r = 0..3 prepared by amx_q8_prepare; K rows `prefetch` ahead are
-// prefetched. cbuf: 512 int32 of scratch, 64-byte aligned. Runs on the configured thread.
+// prefetched. cbuf: kAmxQ8ScoreInts int32 of scratch, 64-byte aligned. Runs on the configured thread.
 void amx_q8_scores4(const std::int8_t* pieces, const float* colscale, const std::int8_t* k, const float* scales,
                     std::int64_t D, std::int64_t block, std::int64_t groups, std::int64_t prefetch, float* s,
                     std::int64_t lds, std::int32_t* cbuf);

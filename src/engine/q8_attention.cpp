@@ -353,15 +353,15 @@ struct Kernel {
     const std::size_t nq = kQ8Rows * dp, ns = kQ8Rows * kQ8Tile, na = kQ8Rows * dvp;
     // AMX: the two four-row groups' pieces (16 D bytes each) and column scales, and C's sums.
     const std::size_t npieces = plan.amx_scores ? 2 * amx_q8_piece_bytes(p.s.D) / sizeof(float) : 0;
-    const std::size_t namx = plan.amx_scores ? npieces + 2 * 16 + 512 : 0;
+    const std::size_t namx = plan.amx_scores ? kAmxQ8ScoreInts + 2 * 16 + npieces : 0;
     float* base = Scratch::for_this_thread().reserve(nq + ns + na + 2 * 16 + namx);
     Buffers b{base, base + nq, base + nq + ns, base + nq + ns + na, base + nq + ns + na + 16, {}};
     if (plan.amx_scores) {
       float* at = base + nq + ns + na + 2 * 16;  // 64-byte aligned: every size above is a multiple of 16
       b.amx.cbuf = reinterpret_cast<std::int32_t*>(at);
-      b.amx.colscale[0] = at + 512;
-      b.amx.colscale[1] = at + 512 + 16;
-      b.amx.pieces[0] = reinterpret_cast<std::int8_t*>(at + 512 + 32);
+      b.amx.colscale[0] = at + kAmxQ8ScoreInts;
+      b.amx.colscale[1] = b.amx.colscale[0] + 16;
+      b.amx.pieces[0] = reinterpret_cast<std::int8_t*>(b.amx.colscale[1] + 16);
       b.amx.pieces[1] = b.amx.pieces[0] + amx_q8_piece_bytes(p.s.D);
     }
     return b;
