@@ -524,13 +524,17 @@ JOMOIM_AMX_Q8_TARGET void amx_q8_scores4(const std::int8_t* pieces, const float*
   for (std::int64_t g = 0; g < groups; ++g) {
     const std::int8_t* kg = k + g * 16 * D;
     const float* sg = scales + g * 16 * nb;
-    for (std::int64_t kk = 0; kk < 16; ++kk)  // a line per 128 bytes: the adjacent-line prefetcher takes the pair
-      for (std::int64_t c = 0; c < D; c += 128) __builtin_prefetch(kg + (prefetch + kk) * D + c, 0, 3);
     __m512 acc[16];
     for (__m512& a : acc) a = _mm512_setzero_ps();
     // Block b + 1 goes to the tiles before block b's sums are read, in the other C tile.
     JOMOIM_Q8_BLOCK_TILE(0, 4, 6, kg, D, pieces, 0, block, chunk, cbuf);
     for (std::int64_t b = 0; b < nb; ++b) {
+      // The keys `prefetch` rows ahead, every line (the hardware prefetchers alone left K from
+      // memory at about half the bandwidth), spread over the blocks so the line fill buffers are
+      // not all taken at once; and their scales, 16 nb floats = nb lines, one a block.
+      for (std::int64_t kk = b * 16 / nb; kk < (b + 1) * 16 / nb; ++kk)
+        for (std::int64_t c = 0; c < D; c += 64) __builtin_prefetch(kg + (prefetch + kk) * D + c, 0, 3);
+      __builtin_prefetch(sg + prefetch * nb + b * 16, 0, 3);
       if (b + 1 < nb) {
         if ((b + 1) & 1)
           JOMOIM_Q8_BLOCK_TILE(1, 5, 7, kg, D, pieces, (b + 1) * block, block, chunk, cbuf + 256);

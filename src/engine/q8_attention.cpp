@@ -146,6 +146,7 @@ struct Kernel {
         kv[kk] = KRow(rows, t0 + j + kk);
         ks[kk] = KScales(rows, t0 + j + kk);
         for (std::int64_t c = 0; c < D; c += 64) PrefetchStream(kv[kk] + plan.prefetch_for<R>() * D + c);  // every line
+        PrefetchStream(ks[kk] + plan.prefetch_for<R>() * (D / block));  // and the scales' line
       }
       VF acc[R][G];
       for (std::size_t r = 0; r < R; ++r)
@@ -196,6 +197,7 @@ struct Kernel {
       const std::int8_t* kv = KRow(rows, t0 + j);
       const float* ks = KScales(rows, t0 + j);
       for (std::int64_t c = 0; c < D; c += 64) PrefetchStream(kv + plan.prefetch_for<R>() * D + c);
+      PrefetchStream(ks + plan.prefetch_for<R>() * (D / block));
       VF acc[R];
       for (std::size_t r = 0; r < R; ++r) acc[r] = hn::Zero(df);
       for (std::int64_t e0 = 0, bi = 0; e0 < D; e0 += block, ++bi) {
@@ -254,6 +256,7 @@ struct Kernel {
       const std::int8_t* vv = VRow(rows, t0 + j) + e0;
       const float* vs = VScales(rows, t0 + j);
       for (std::int64_t c = 0; c < prefetch; c += 64) PrefetchStream(vv + plan.prefetch_for<R>() * p.s.Dv + c);
+      if (e0 == 0) PrefetchStream(vs + plan.prefetch_for<R>() * (p.s.Dv / block));
       VF pr[R];
       for (std::size_t r = 0; r < R; ++r) pr[r] = hn::Set(df, P[(r0 + std::int64_t(r)) * kQ8Tile + j]);
       for (std::size_t c = 0; c < C; ++c) {
@@ -278,6 +281,7 @@ struct Kernel {
       const std::int8_t* vv = VRow(rows, t0 + j) + e0;
       const float* vs = VScales(rows, t0 + j);
       for (std::int64_t c = 0; c < prefetch; c += 64) PrefetchStream(vv + plan.prefetch_one_row * p.s.Dv + c);
+      if (e0 == 0) PrefetchStream(vs + plan.prefetch_one_row * (p.s.Dv / qp.v.block));
       const float pj = P[r0 * kQ8Tile + j];
       for (std::size_t c0 = 0; c0 < C; c0 += step) {
         const VF w = hn::Set(df, pj * vs[bi[c0]]);
