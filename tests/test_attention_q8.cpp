@@ -312,6 +312,11 @@ TEST(Q8, AttentionMatchesTheReferenceOnTheDequantizedInputs) {
       {"grouped block 64 d256", 1, 8, 2, 1, 512, 256, 64, 64},
       {"grouped block 128 d128", 2, 4, 1, 2, 300, 128, 128, 128},
       {"grouped block 32 d256 causal", 1, 4, 1, 9, 333, 256, 32, 32, true},
+      // Their P·V with Dv 128 in blocks of 32 (the decode benchmarks' shape: two column slices of
+      // four vectors on AVX-512), and Dv 80 in blocks of 16 (on AVX-512 a one-vector slice after
+      // a four-vector one).
+      {"grouped block 32 dv 128", 1, 8, 2, 1, 700, 128, 128, 32},
+      {"grouped block 16 dv 80", 2, 4, 1, 1, 201, 32, 80, 16},
   };
   for (const std::string& t : jomoim::simd_targets())
     for (int threads : {1, 2})
@@ -342,6 +347,37 @@ TEST(Q8, ANonFiniteQueryValueStaysInItsRow) {
           const float got = out[std::size_t(h * D + e)];
           if (h == 5)
             EXPECT_TRUE(std::isnan(got)) << target << " head " << h << " " << e;
+          else
+            EXPECT_TRUE(std::isfinite(got)) << target << " head " << h << " " << e;
+        }
+    }
+  }
+}
+
+// A non-finite V block scale reaches the outputs of the heads that read it, in that block's
+// columns, and nothing else: four query rows a K/V head (their scores on the AMX tiles where the
+// CPU has them), on every target.
+TEST(Q8, ANonFiniteValueScaleStaysInItsBlock) {
+  const I64 Hq = 8, Hkv = 2, Nk = 100, D = 64, block = 32;
+  Rng rng{11};
+  std::vector<float> q = random_values(Hq * D, rng, 1.0f), k = random_values(Hkv * Nk * D, rng, 1.0f),
+                     v = random_values(Hkv * Nk * D, rng, 1.0f);
+  const auto kq = jomoim::quantize_q8(ConstTensor4::contiguous(k.data(), {1, Hkv, Nk, D}), block);
+  for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+    auto vq = jomoim::quantize_q8(ConstTensor4::contiguous(v.data(), {1, Hkv, Nk, D}), block);
+    vq.scales[std::size_t((1 * Nk + 40) * (D / block) + 1)] = bad;  // K/V head 1, key 40, block 1
+    for (const std::string& target : jomoim::simd_targets()) {
+      std::vector<float> out(std::size_t(Hq * D), poison());
+      {
+        PinTarget pin(target);
+        jomoim::attention_q8kv(ConstTensor4::contiguous(q.data(), {1, Hq, 1, D}), kq.view(), vq.view(),
+                               Tensor4::contiguous(out.data(), {1, Hq, 1, D}), jomoim::AttentionOptions{});
+      }
+      for (I64 h = 0; h < Hq; ++h)
+        for (I64 e = 0; e < D; ++e) {
+          const float got = out[std::size_t(h * D + e)];
+          if (h >= 4 && e >= block)
+            EXPECT_FALSE(std::isfinite(got)) << target << " head " << h << " " << e;
           else
             EXPECT_TRUE(std::isfinite(got)) << target << " head " << h << " " << e;
         }
