@@ -323,6 +323,17 @@ TEST(Q8, AttentionMatchesTheReferenceOnTheDequantizedInputs) {
       for (const Q8Case& c : cases) check_case(c, threads, t);
 }
 
+// One decode step (batch 1, one position) of Hq heads of width D with `target` pinned, into a
+// poisoned output.
+std::vector<float> decode_on(const std::string& target, const std::vector<float>& q, I64 Hq, I64 D,
+                             const jomoim::Q8Buffer& kq, const jomoim::Q8Buffer& vq) {
+  std::vector<float> out(std::size_t(Hq * D), poison());
+  PinTarget pin(target);
+  jomoim::attention_q8kv(ConstTensor4::contiguous(q.data(), {1, Hq, 1, D}), kq.view(), vq.view(),
+                         Tensor4::contiguous(out.data(), {1, Hq, 1, D}), jomoim::AttentionOptions{});
+  return out;
+}
+
 // A non-finite query value reaches its own row's output as NaN and no other row's, whether the
 // row's scores go through the AMX tiles or not (a four-row group with a NaN keeps the float path).
 TEST(Q8, ANonFiniteQueryValueStaysInItsRow) {
@@ -336,12 +347,7 @@ TEST(Q8, ANonFiniteQueryValueStaysInItsRow) {
     std::vector<float> qb = q;
     qb[std::size_t(5 * D + 3)] = bad;  // head 5: the second group's second row
     for (const std::string& target : jomoim::simd_targets()) {
-      std::vector<float> out(std::size_t(Hq * D), poison());
-      {
-        PinTarget pin(target);
-        jomoim::attention_q8kv(ConstTensor4::contiguous(qb.data(), {1, Hq, 1, D}), kq.view(), vq.view(),
-                               Tensor4::contiguous(out.data(), {1, Hq, 1, D}), jomoim::AttentionOptions{});
-      }
+      const std::vector<float> out = decode_on(target, qb, Hq, D, kq, vq);
       for (I64 h = 0; h < Hq; ++h)
         for (I64 e = 0; e < D; ++e) {
           const float got = out[std::size_t(h * D + e)];
@@ -367,12 +373,7 @@ TEST(Q8, ANonFiniteValueScaleStaysInItsBlock) {
     auto vq = jomoim::quantize_q8(ConstTensor4::contiguous(v.data(), {1, Hkv, Nk, D}), block);
     vq.scales[std::size_t((1 * Nk + 40) * (D / block) + 1)] = bad;  // K/V head 1, key 40, block 1
     for (const std::string& target : jomoim::simd_targets()) {
-      std::vector<float> out(std::size_t(Hq * D), poison());
-      {
-        PinTarget pin(target);
-        jomoim::attention_q8kv(ConstTensor4::contiguous(q.data(), {1, Hq, 1, D}), kq.view(), vq.view(),
-                               Tensor4::contiguous(out.data(), {1, Hq, 1, D}), jomoim::AttentionOptions{});
-      }
+      const std::vector<float> out = decode_on(target, q, Hq, D, kq, vq);
       for (I64 h = 0; h < Hq; ++h)
         for (I64 e = 0; e < D; ++e) {
           const float got = out[std::size_t(h * D + e)];
