@@ -6,6 +6,7 @@
 //   build-bench/attention_gbench                          all shapes
 //   build-bench/attention_gbench --benchmark_filter=decode --target=AVX2
 //   build-bench/attention_gbench --benchmark_filter=decode.*/B:64/ --decode-batch=64   (K/V from memory)
+//   build-bench/attention_gbench --benchmark_filter=decode_q8 --q8-block=128   (one q8 scale per row)
 //
 // Before any timing, main() checks the engine against the float64 reference on a small GQA
 // causal problem (Nq != Nk) and exits 1 if they disagree: a fast wrong kernel is not a result. Counters,
@@ -99,14 +100,24 @@ BENCHMARK(BM_attention)
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
 
-// Decode with 8-bit keys and values (attention_q8kv, q8 blocks of 32): the same shapes, the K/V
-// quantized once outside the timing. bytes counts what is read: q, the q8 values and scales, out.
+// The q8 block (--q8-block=N; 32, ggml's Q8_0 size, unless given; N = D is the per-token-per-head
+// layout).
+Index g_q8_block = 32;
+
+// Decode with 8-bit keys and values (attention_q8kv, q8 blocks of g_q8_block): the same shapes,
+// the K/V quantized once outside the timing. bytes counts what is read: q, the q8 values and
+// scales, out.
 void BM_attention_decode_q8(benchmark::State& state) {
   Inputs in(state.range(0), state.range(1), state.range(2), state.range(3), state.range(4), state.range(5));
   jomoim::AttentionOptions options;
   options.causal = state.range(6) != 0;
   const jomoim::AttentionShape shape = jomoim::check_attention_args(in.qv(), in.kv(), in.vv(), nullptr, options);
-  const jomoim::Q8Buffer k8 = jomoim::quantize_q8(in.kv()), v8 = jomoim::quantize_q8(in.vv());
+  const Index block = std::min(g_q8_block, in.D);  // a block wider than the row: one block per row
+  if (in.D % block != 0) {
+    state.SkipWithError("--q8-block does not divide D");
+    return;
+  }
+  const jomoim::Q8Buffer k8 = jomoim::quantize_q8(in.kv(), block), v8 = jomoim::quantize_q8(in.vv(), block);
   for (auto _ : state) {
     jomoim::attention_q8kv(in.qv(), k8.view(), v8.view(), in.outv(), options);
     benchmark::DoNotOptimize(in.out.data());
@@ -210,7 +221,7 @@ void register_decode_batch(Index batch) {
 
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
-  // Our flags, --target=NAME (pins the SIMD target) and --decode-batch=B (above);
+  // Our flags, --target=NAME (pins the SIMD target), --decode-batch=B and --q8-block=N (above);
   // benchmark::Initialize leaves them in argv.
   Index decode_batch = 1;
   for (int i = 1; i < argc; ++i) {
@@ -231,6 +242,15 @@ int main(int argc, char** argv) {
         return 1;
       }
       decode_batch = b;
+    } else if (arg.rfind("--q8-block=", 0) == 0) {
+      char* end = nullptr;
+      const long b = std::strtol(arg.c_str() + 11, &end, 10);
+      if (end == arg.c_str() + 11 || *end != '\0' || b < 16 || b % 16 != 0 || b > 4096) {
+        std::fprintf(stderr, "attention_gbench: --q8-block: want a multiple of 16 in [16, 4096], got '%s'\n",
+                     arg.c_str() + 11);
+        return 1;
+      }
+      g_q8_block = b;
     } else {
       continue;  // benchmark's own, or unknown: left for ReportUnrecognizedArguments
     }

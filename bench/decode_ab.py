@@ -9,7 +9,8 @@ with their range).
         [--batch 64] [--kv-heads 32 8] [--targets default AVX2] [--dtypes f32 bf16 bf16w f16] [--threads 2]
 
 "bf16w" is bf16 storage with the softmax weights rounded to bf16 for P·V (`--bf16-weights`).
-"q8" is 8-bit K/V (attention_q8kv, blocks of 32), which `jomoim bench` does not run: it comes from
+"q8" is 8-bit K/V (attention_q8kv, blocks of 32, or `--q8-block 128`: one scale per row, the
+per-token-per-head layout), which `jomoim bench` does not run: it comes from
 `attention_gbench` (next to each --bin) at its fixed decode shapes (32 heads, 4096 or 256 keys,
 D 128, K/V heads 32 or 8, OpenMP's threads), and its ratio is to the float32 decode timed by the
 same gbench process. `--batch 64` (with `--kv-heads 8`: 2.1 GiB of float32 K/V, 0.6 GiB in q8)
@@ -56,6 +57,8 @@ def run_gbench(binary, kv, target, args):
         cmd.append(f"--decode-batch={args.batch}")
     if target != "default":
         cmd.append(f"--target={target}")
+    if args.q8_block != 32:
+        cmd.append(f"--q8-block={args.q8_block}")
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
     out = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if out.returncode != 0:
@@ -85,7 +88,11 @@ def main():
     ap.add_argument("--dtypes", nargs="+", default=["f32", "bf16"])
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--min-time", type=float, default=0.4)
+    ap.add_argument("--q8-block", type=int, default=32,
+                    help="q8's block along D (a multiple of 16 dividing D; D: one scale per row)")
     args = ap.parse_args()
+    if args.q8_block < 16 or args.q8_block % 16 or args.head_dim % args.q8_block:
+        ap.error(f"--q8-block: want a multiple of 16 dividing --head-dim {args.head_dim}, got {args.q8_block}")
     if "f32" not in args.dtypes:
         args.dtypes.insert(0, "f32")
     ms = {}
@@ -104,7 +111,8 @@ def main():
                         names[(kv, target, b)] = name
         print(f"round {r + 1}/{args.rounds} done", file=sys.stderr)
     print(f"decode {args.batch} x {args.heads} x {args.kv_len} x {args.head_dim}, {args.threads} threads, "
-          f"{args.rounds} interleaved rounds; medians")
+          f"{args.rounds} interleaved rounds; medians" +
+          (f"; q8 blocks of {args.q8_block}" if "q8" in args.dtypes else ""))
     print()
     # q8's ratio is to the f32 decode of its own gbench process: that time gets its own column.
     cols = args.dtypes + (["f32 (gbench)"] if "q8" in args.dtypes else [])
