@@ -215,14 +215,19 @@ struct Kernel {
 
   // acc[r] += sum_j P[r][j] v_j for R rows from r0, from column e0 on: C vectors of value
   // columns at a time (R * C accumulators in registers, each V vector widened once for the R
-  // rows), then C / 2, ..., 1 for the rest.
+  // rows), then C / 2, ..., 1 for the rest. With prescaled, P's weights already include each
+  // key's V scale (one scale per V row, AttendKeys).
   template <std::size_t R, std::size_t C = std::max<std::size_t>(1, kValueAccumulators / R)>
   void ValueRows(const Rows& rows, const float* P, std::int64_t r0, std::int64_t t0, std::int64_t tl, float* acc,
-                 std::int64_t e0 = 0) const {
+                 bool prescaled, std::int64_t e0 = 0) const {
     const std::int64_t step = std::int64_t(C * L);
-    for (; e0 + step <= p.s.Dv; e0 += step) ValueColumns<R, C>(rows, P, r0, t0, tl, acc, e0, qp.v.block);
+    for (; e0 + step <= p.s.Dv; e0 += step)
+      if (prescaled)
+        ValueColumns<R, C, true>(rows, P, r0, t0, tl, acc, e0, qp.v.block);
+      else
+        ValueColumns<R, C, false>(rows, P, r0, t0, tl, acc, e0, qp.v.block);
     if constexpr (C > 1)
-      if (e0 < p.s.Dv) ValueRows<R, C / 2>(rows, P, r0, t0, tl, acc, e0);
+      if (e0 < p.s.Dv) ValueRows<R, C / 2>(rows, P, r0, t0, tl, acc, prescaled, e0);
   }
   // How much of each V row a column slice starting at e0 (width values wide) prefetches: on
   // AVX-512 its own part; on the 16-register targets, whose slices are narrower (one row: two
@@ -233,7 +238,7 @@ struct Kernel {
     return e0 == 0 ? p.s.Dv : 0;
   }
 
-  template <std::size_t R, std::size_t C>
+  template <std::size_t R, std::size_t C, bool kPrescaled>
   void ValueColumns(const Rows& rows, const float* P, std::int64_t r0, std::int64_t t0, std::int64_t tl, float* acc,
                     std::int64_t e0, std::int64_t block) const {
     const DF df;
@@ -243,13 +248,16 @@ struct Kernel {
         a[r][c] = hn::Load(df, acc + (r0 + std::int64_t(r)) * std::int64_t(dvp) + e0 + std::int64_t(c * L));
     std::int64_t bi[C];  // each column vector's block (a vector lies inside one block)
     for (std::size_t c = 0; c < C; ++c) bi[c] = (e0 + std::int64_t(c * L)) / block;
-    if constexpr (R == 1) {
+    if constexpr (!kPrescaled && R == 1) {
       // One row: the weight times each block's scale once per block, not each vector times its
       // scale (the usual block of 32 is 2 vectors on AVX-512, 4 on AVX2).
       if (e0 % block == 0) {
         if (block == std::int64_t(2 * L)) return ValueColumnsOneRow<C, 2>(rows, P, r0, t0, tl, acc, e0, a, bi);
         if (block == std::int64_t(4 * L)) return ValueColumnsOneRow<C, 4>(rows, P, r0, t0, tl, acc, e0, a, bi);
       }
+      // The whole slice inside one block (wider blocks: block = Dv is one scale per row, the
+      // per-token-per-head layout): one multiplication per key.
+      if (bi[C - 1] == bi[0]) return ValueColumnsOneRow<C, C>(rows, P, r0, t0, tl, acc, e0, a, bi);
     }
     const std::int64_t prefetch = PrefetchSpan(e0, std::int64_t(C * L));
     for (std::int64_t j = 0; j < tl; ++j) {
@@ -260,7 +268,8 @@ struct Kernel {
       VF pr[R];
       for (std::size_t r = 0; r < R; ++r) pr[r] = hn::Set(df, P[(r0 + std::int64_t(r)) * kQ8Tile + j]);
       for (std::size_t c = 0; c < C; ++c) {
-        const VF v = Widen(vv + std::int64_t(c * L), hn::Set(df, vs[bi[c]]));
+        const std::int8_t* vc = vv + std::int64_t(c * L);
+        const VF v = kPrescaled ? WidenRaw(vc) : Widen(vc, hn::Set(df, vs[bi[c]]));
         for (std::size_t r = 0; r < R; ++r) a[r][c] = hn::MulAdd(pr[r], v, a[r][c]);
       }
     }
@@ -343,7 +352,22 @@ struct Kernel {
             hn::Store(hn::Mul(hn::Load(df, acc + r * dvp + e), av), df, acc + r * dvp + e);
         }
       }
-      ByRows(rows.n, [&](std::int64_t r0, auto R) { ValueRows<decltype(R)::value>(rows, s, r0, t0, tl, acc); });
+      // One scale per V row (block = Dv, the per-token-per-head layout): each weight times its
+      // key's scale once here, a vector of keys at a time, instead of each V vector times it
+      // in P·V, where R rows share each widened vector.
+      const bool prescaled = qp.v.block == p.s.Dv;
+      if (prescaled) {
+        const float* vs = VScales(rows, t0);  // contiguous: one float a key
+        for (std::int64_t r = 0; r < rows.n; ++r) {
+          float* sr = s + r * kQ8Tile;
+          std::int64_t j = 0;
+          for (; j + std::int64_t(L) <= tl; j += std::int64_t(L))
+            hn::Store(hn::Mul(hn::Load(df, sr + j), hn::LoadU(df, vs + j)), df, sr + j);
+          for (; j < tl; ++j) sr[j] *= vs[j];
+        }
+      }
+      ByRows(rows.n,
+             [&](std::int64_t r0, auto R) { ValueRows<decltype(R)::value>(rows, s, r0, t0, tl, acc, prescaled); });
     }
   }
 
