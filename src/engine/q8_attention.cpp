@@ -215,19 +215,15 @@ struct Kernel {
 
   // acc[r] += sum_j P[r][j] v_j for R rows from r0, from column e0 on: C vectors of value
   // columns at a time (R * C accumulators in registers, each V vector widened once for the R
-  // rows), then C / 2, ..., 1 for the rest. With prescaled, P's weights already include each
+  // rows), then C / 2, ..., 1 for the rest. With kPrescaled, P's weights already include each
   // key's V scale (one scale per V row, AttendKeys).
-  template <std::size_t R, std::size_t C = std::max<std::size_t>(1, kValueAccumulators / R)>
+  template <std::size_t R, bool kPrescaled, std::size_t C = std::max<std::size_t>(1, kValueAccumulators / R)>
   void ValueRows(const Rows& rows, const float* P, std::int64_t r0, std::int64_t t0, std::int64_t tl, float* acc,
-                 bool prescaled, std::int64_t e0 = 0) const {
+                 std::int64_t e0 = 0) const {
     const std::int64_t step = std::int64_t(C * L);
-    for (; e0 + step <= p.s.Dv; e0 += step)
-      if (prescaled)
-        ValueColumns<R, C, true>(rows, P, r0, t0, tl, acc, e0, qp.v.block);
-      else
-        ValueColumns<R, C, false>(rows, P, r0, t0, tl, acc, e0, qp.v.block);
+    for (; e0 + step <= p.s.Dv; e0 += step) ValueColumns<R, C, kPrescaled>(rows, P, r0, t0, tl, acc, e0, qp.v.block);
     if constexpr (C > 1)
-      if (e0 < p.s.Dv) ValueRows<R, C / 2>(rows, P, r0, t0, tl, acc, prescaled, e0);
+      if (e0 < p.s.Dv) ValueRows<R, kPrescaled, C / 2>(rows, P, r0, t0, tl, acc, e0);
   }
   // How much of each V row a column slice starting at e0 (width values wide) prefetches: on
   // AVX-512 its own part; on the 16-register targets, whose slices are narrower (one row: two
@@ -366,8 +362,15 @@ struct Kernel {
           for (; j < tl; ++j) sr[j] *= vs[j];
         }
       }
-      ByRows(rows.n,
-             [&](std::int64_t r0, auto R) { ValueRows<decltype(R)::value>(rows, s, r0, t0, tl, acc, prescaled); });
+      const auto value_rows = [&](auto kPrescaled) {
+        ByRows(rows.n, [&](std::int64_t r0, auto R) {
+          ValueRows<decltype(R)::value, decltype(kPrescaled)::value>(rows, s, r0, t0, tl, acc);
+        });
+      };
+      if (prescaled)
+        value_rows(std::true_type());
+      else
+        value_rows(std::false_type());
     }
   }
 
