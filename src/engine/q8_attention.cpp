@@ -79,8 +79,11 @@ struct Kernel {
   const Q8Problem& qp;
   const Problem& p;
   const Q8Plan& plan;
-  std::size_t L, dp, dvp;  // lanes; D and Dv rounded up to whole vectors (the q8 rows are whole
-                           // blocks of 16, so D and Dv are multiples of 16 >= L: dp = D here)
+  // Lanes, a constant (x86 vectors have a fixed width): a column vector's offset c * L is then an
+  // immediate, not a register or a stack slot reloaded at every key.
+  static constexpr std::size_t L = hn::MaxLanes(DF());
+  std::size_t dp, dvp;  // D and Dv rounded up to whole vectors (the q8 rows are whole blocks
+                        // of 16, so D and Dv are multiples of 16 >= L: dp = D here)
 
   struct Buffers {
     float *qs, *s, *acc, *m, *l;
@@ -139,9 +142,12 @@ struct Kernel {
     // the FMA latency times the pipes; four keys left one row's loop latency-bound. Four rows
     // on a 16-register target take two keys (8 accumulators; a Sum4 then folds two rows' pair).
     constexpr int G = R == 1 ? 8 : (R == 4 && !kManyRegisters ? 2 : 4);
+    // The loops over keys and rows fully unrolled: an index that is not a constant kept the
+    // R x G accumulators in memory, stored at every vector of K (AVX-512's four rows: 16 stores).
     for (; j + G <= tl; j += G) {
       const std::int8_t* kv[G];
       const float* ks[G];
+#pragma GCC unroll 16
       for (int kk = 0; kk < G; ++kk) {
         kv[kk] = KRow(rows, t0 + j + kk);
         ks[kk] = KScales(rows, t0 + j + kk);
@@ -149,34 +155,44 @@ struct Kernel {
         PrefetchStream(ks[kk] + plan.prefetch_for<R>() * (D / block));  // and the scales' line
       }
       VF acc[R][G];
+#pragma GCC unroll 16
       for (std::size_t r = 0; r < R; ++r)
+#pragma GCC unroll 16
         for (int kk = 0; kk < G; ++kk) acc[r][kk] = hn::Zero(df);
       for (std::int64_t e0 = 0, bi = 0; e0 < D; e0 += block, ++bi) {
         VF sc[G];
+#pragma GCC unroll 16
         for (int kk = 0; kk < G; ++kk) sc[kk] = hn::Set(df, ks[kk][bi]);
         if constexpr (R == 1) {
           // One row: each key's block summed unscaled, then scaled once (a multiplication per
           // block instead of per vector; registers: 8 sums beside the 8 accumulators).
           const VF q0 = hn::Load(df, qs + r0 * std::int64_t(dp) + e0);
           VF t[G];
+#pragma GCC unroll 16
           for (int kk = 0; kk < G; ++kk) t[kk] = hn::Mul(q0, WidenRaw(kv[kk] + e0));
           for (std::int64_t e = e0 + std::int64_t(L); e < e0 + block; e += std::int64_t(L)) {
             const VF qv = hn::Load(df, qs + r0 * std::int64_t(dp) + e);
+#pragma GCC unroll 16
             for (int kk = 0; kk < G; ++kk) t[kk] = hn::MulAdd(qv, WidenRaw(kv[kk] + e), t[kk]);
           }
+#pragma GCC unroll 16
           for (int kk = 0; kk < G; ++kk) acc[0][kk] = hn::MulAdd(t[kk], sc[kk], acc[0][kk]);
           continue;
         }
         for (std::int64_t e = e0; e < e0 + block; e += std::int64_t(L)) {
           VF qv[R];
+#pragma GCC unroll 16
           for (std::size_t r = 0; r < R; ++r) qv[r] = hn::Load(df, qs + (r0 + std::int64_t(r)) * std::int64_t(dp) + e);
+#pragma GCC unroll 16
           for (int kk = 0; kk < G; ++kk) {
             const VF k = Widen(kv[kk] + e, sc[kk]);
+#pragma GCC unroll 16
             for (std::size_t r = 0; r < R; ++r) acc[r][kk] = hn::MulAdd(qv[r], k, acc[r][kk]);
           }
         }
       }
       if constexpr (G == 2) {
+#pragma GCC unroll 16
         for (std::size_t r = 0; r < R; r += 2) {  // rows r and r + 1, keys j and j + 1
           alignas(16) float dots[4];
           hn::Store(Sum4(acc[r][0], acc[r][1], acc[r + 1][0], acc[r + 1][1]), hn::Full128<float>(), dots);
@@ -184,10 +200,13 @@ struct Kernel {
           sr[0] = dots[0], sr[1] = dots[1], sr[kQ8Tile] = dots[2], sr[kQ8Tile + 1] = dots[3];
         }
       } else {
+#pragma GCC unroll 16
         for (std::size_t r = 0; r < R; ++r)
+#pragma GCC unroll 16
           for (int k4 = 0; k4 < G; k4 += 4) {
             alignas(16) float dots[4];
             hn::Store(Sum4(acc[r][k4], acc[r][k4 + 1], acc[r][k4 + 2], acc[r][k4 + 3]), hn::Full128<float>(), dots);
+#pragma GCC unroll 16
             for (int kk = 0; kk < 4; ++kk) s[(r0 + std::int64_t(r)) * kQ8Tile + j + k4 + kk] = dots[kk];
           }
       }
@@ -238,11 +257,16 @@ struct Kernel {
   void ValueColumns(const Rows& rows, const float* P, std::int64_t r0, std::int64_t t0, std::int64_t tl, float* acc,
                     std::int64_t e0, std::int64_t block) const {
     const DF df;
+    // Every loop over r and c fully unrolled: an index that is not a constant kept the
+    // accumulators in memory, stored at every key (AVX2's four rows: 8 stores a key).
     VF a[R][C];
+#pragma GCC unroll 16
     for (std::size_t r = 0; r < R; ++r)
+#pragma GCC unroll 16
       for (std::size_t c = 0; c < C; ++c)
         a[r][c] = hn::Load(df, acc + (r0 + std::int64_t(r)) * std::int64_t(dvp) + e0 + std::int64_t(c * L));
     std::int64_t bi[C];  // each column vector's block (a vector lies inside one block)
+#pragma GCC unroll 16
     for (std::size_t c = 0; c < C; ++c) bi[c] = (e0 + std::int64_t(c * L)) / block;
     if constexpr (!kPrescaled && R == 1) {
       // One row: the weight times each block's scale once per block, not each vector times its
@@ -256,20 +280,27 @@ struct Kernel {
       if (bi[C - 1] == bi[0]) return ValueColumnsOneRow<C, C>(rows, P, r0, t0, tl, acc, e0, a, bi);
     }
     const std::int64_t prefetch = PrefetchSpan(e0, std::int64_t(C * L));
+    // The read-ahead distances, out of the key loop (the scales' one divided once, not per key).
+    const std::int64_t v_ahead = plan.prefetch_for<R>() * p.s.Dv, vs_ahead = plan.prefetch_for<R>() * (p.s.Dv / block);
     for (std::int64_t j = 0; j < tl; ++j) {
       const std::int8_t* vv = VRow(rows, t0 + j) + e0;
       const float* vs = VScales(rows, t0 + j);
-      for (std::int64_t c = 0; c < prefetch; c += 64) PrefetchStream(vv + plan.prefetch_for<R>() * p.s.Dv + c);
-      if (e0 == 0) PrefetchStream(vs + plan.prefetch_for<R>() * (p.s.Dv / block));
+      for (std::int64_t c = 0; c < prefetch; c += 64) PrefetchStream(vv + v_ahead + c);
+      if (e0 == 0) PrefetchStream(vs + vs_ahead);
       VF pr[R];
+#pragma GCC unroll 16
       for (std::size_t r = 0; r < R; ++r) pr[r] = hn::Set(df, P[(r0 + std::int64_t(r)) * kQ8Tile + j]);
+#pragma GCC unroll 16
       for (std::size_t c = 0; c < C; ++c) {
         const std::int8_t* vc = vv + std::int64_t(c * L);
         const VF v = kPrescaled ? WidenRaw(vc) : Widen(vc, hn::Set(df, vs[bi[c]]));
+#pragma GCC unroll 16
         for (std::size_t r = 0; r < R; ++r) a[r][c] = hn::MulAdd(pr[r], v, a[r][c]);
       }
     }
+#pragma GCC unroll 16
     for (std::size_t r = 0; r < R; ++r)
+#pragma GCC unroll 16
       for (std::size_t c = 0; c < C; ++c)
         hn::Store(a[r][c], df, acc + (r0 + std::int64_t(r)) * std::int64_t(dvp) + e0 + std::int64_t(c * L));
   }
@@ -282,18 +313,23 @@ struct Kernel {
     const DF df;
     constexpr std::size_t step = C < NV ? C : NV;
     const std::int64_t prefetch = PrefetchSpan(e0, std::int64_t(C * L));
+    const std::int64_t v_ahead = plan.prefetch_one_row * p.s.Dv,
+                       vs_ahead = plan.prefetch_one_row * (p.s.Dv / qp.v.block);
     for (std::int64_t j = 0; j < tl; ++j) {
       const std::int8_t* vv = VRow(rows, t0 + j) + e0;
       const float* vs = VScales(rows, t0 + j);
-      for (std::int64_t c = 0; c < prefetch; c += 64) PrefetchStream(vv + plan.prefetch_one_row * p.s.Dv + c);
-      if (e0 == 0) PrefetchStream(vs + plan.prefetch_one_row * (p.s.Dv / qp.v.block));
+      for (std::int64_t c = 0; c < prefetch; c += 64) PrefetchStream(vv + v_ahead + c);
+      if (e0 == 0) PrefetchStream(vs + vs_ahead);
       const float pj = P[r0 * kQ8Tile + j];
+#pragma GCC unroll 16
       for (std::size_t c0 = 0; c0 < C; c0 += step) {
         const VF w = hn::Set(df, pj * vs[bi[c0]]);
+#pragma GCC unroll 16
         for (std::size_t c = c0; c < c0 + step; ++c)
           a[0][c] = hn::MulAdd(w, WidenRaw(vv + std::int64_t(c * L)), a[0][c]);
       }
     }
+#pragma GCC unroll 16
     for (std::size_t c = 0; c < C; ++c) hn::Store(a[0][c], df, acc + r0 * std::int64_t(dvp) + e0 + std::int64_t(c * L));
   }
 
@@ -452,8 +488,7 @@ struct TileState {
 
 void RunQ8(const Q8Problem& qp, const Q8Plan& plan) {
   const Problem& p = qp.p;
-  const std::size_t L = hn::Lanes(DF());
-  const Kernel kernel{qp, p, plan, L, std::size_t(p.s.D), std::size_t(p.s.Dv)};
+  const Kernel kernel{qp, p, plan, std::size_t(p.s.D), std::size_t(p.s.Dv)};
   static thread_local SplitPartials callers_partials;  // the caller's, shared by the workers
   SplitPartials& parts = callers_partials;
   if (plan.splits > 1) parts.reserve(plan.units(), kQ8Rows, kernel.dvp);
