@@ -119,6 +119,34 @@ struct Kernel {
     return qp.v.scales + ((rows.b * p.s.Hkv + rows.g) * p.s.Nk + j) * (p.s.Dv / qp.v.block);
   }
 
+  // acc[r][kk] += q_r . k_kk over the whole row for R query rows (at qr) and G keys (values kv,
+  // block scales ks): each key vector widened once, times its block's scale, for the R rows.
+  // NB > 0: blocks of NB vectors, that loop unrolled; 0: block / L vectors, counted at run time.
+  template <std::size_t R, int G, std::size_t NB>
+  HWY_INLINE void RowProducts(const float* const (&qr)[R], const std::int8_t* const (&kv)[G],
+                              const float* const (&ks)[G], std::int64_t block, VF (&acc)[R][G]) const {
+    const DF df;
+    const std::int64_t D = p.s.D, nb = NB > 0 ? std::int64_t(NB) : block / std::int64_t(L);
+    for (std::int64_t e0 = 0, bi = 0; e0 < D; e0 += nb * std::int64_t(L), ++bi) {
+      VF sc[G];
+#pragma GCC unroll 16
+      for (int kk = 0; kk < G; ++kk) sc[kk] = hn::Set(df, ks[kk][bi]);
+#pragma GCC unroll 4
+      for (std::int64_t v = 0; v < nb; ++v) {
+        const std::int64_t e = e0 + v * std::int64_t(L);
+        VF qv[R];
+#pragma GCC unroll 16
+        for (std::size_t r = 0; r < R; ++r) qv[r] = hn::Load(df, qr[r] + e);
+#pragma GCC unroll 16
+        for (int kk = 0; kk < G; ++kk) {
+          const VF k = Widen(kv[kk] + e, sc[kk]);
+#pragma GCC unroll 16
+          for (std::size_t r = 0; r < R; ++r) acc[r][kk] = hn::MulAdd(qv[r], k, acc[r][kk]);
+        }
+      }
+    }
+  }
+
   // s[r][j - t0] = q_r . k_j for the keys [t0, t0 + tl), R rows from row r0 (R = 4 for a
   // grouped head's four rows: each key vector widened once for all of them). Several keys at a
   // time where the target has Sum4 (four lane sums folded together, about 13 operations for four
@@ -137,6 +165,11 @@ struct Kernel {
         j = tl / 16 * 16;
       }
     }
+    // The read-ahead distances, out of the key loops (the scales' one divided once, not per key).
+    const std::int64_t k_ahead = plan.prefetch_for<R>() * D, ks_ahead = plan.prefetch_for<R>() * (D / block);
+    const float* qr[R];  // the rows' queries, addressed once
+#pragma GCC unroll 16
+    for (std::size_t r = 0; r < R; ++r) qr[r] = qs + (r0 + std::int64_t(r)) * std::int64_t(dp);
 #ifdef JOMOIM_SUM4
     // One row has registers for eight keys (two Sum4s): 8 independent FMA chains, as many as
     // the FMA latency times the pipes; four keys left one row's loop latency-bound. Four rows
@@ -151,45 +184,39 @@ struct Kernel {
       for (int kk = 0; kk < G; ++kk) {
         kv[kk] = KRow(rows, t0 + j + kk);
         ks[kk] = KScales(rows, t0 + j + kk);
-        for (std::int64_t c = 0; c < D; c += 64) PrefetchStream(kv[kk] + plan.prefetch_for<R>() * D + c);  // every line
-        PrefetchStream(ks[kk] + plan.prefetch_for<R>() * (D / block));  // and the scales' line
+        for (std::int64_t c = 0; c < D; c += 64) PrefetchStream(kv[kk] + k_ahead + c);  // every line
+        PrefetchStream(ks[kk] + ks_ahead);                                              // and the scales' line
       }
       VF acc[R][G];
 #pragma GCC unroll 16
       for (std::size_t r = 0; r < R; ++r)
 #pragma GCC unroll 16
         for (int kk = 0; kk < G; ++kk) acc[r][kk] = hn::Zero(df);
-      for (std::int64_t e0 = 0, bi = 0; e0 < D; e0 += block, ++bi) {
-        VF sc[G];
-#pragma GCC unroll 16
-        for (int kk = 0; kk < G; ++kk) sc[kk] = hn::Set(df, ks[kk][bi]);
-        if constexpr (R == 1) {
+      if constexpr (R == 1) {
+        for (std::int64_t e0 = 0, bi = 0; e0 < D; e0 += block, ++bi) {
           // One row: each key's block summed unscaled, then scaled once (a multiplication per
           // block instead of per vector; registers: 8 sums beside the 8 accumulators).
-          const VF q0 = hn::Load(df, qs + r0 * std::int64_t(dp) + e0);
+          const VF q0 = hn::Load(df, qr[0] + e0);
           VF t[G];
 #pragma GCC unroll 16
           for (int kk = 0; kk < G; ++kk) t[kk] = hn::Mul(q0, WidenRaw(kv[kk] + e0));
           for (std::int64_t e = e0 + std::int64_t(L); e < e0 + block; e += std::int64_t(L)) {
-            const VF qv = hn::Load(df, qs + r0 * std::int64_t(dp) + e);
+            const VF qv = hn::Load(df, qr[0] + e);
 #pragma GCC unroll 16
             for (int kk = 0; kk < G; ++kk) t[kk] = hn::MulAdd(qv, WidenRaw(kv[kk] + e), t[kk]);
           }
 #pragma GCC unroll 16
-          for (int kk = 0; kk < G; ++kk) acc[0][kk] = hn::MulAdd(t[kk], sc[kk], acc[0][kk]);
-          continue;
+          for (int kk = 0; kk < G; ++kk) acc[0][kk] = hn::MulAdd(t[kk], hn::Set(df, ks[kk][bi]), acc[0][kk]);
         }
-        for (std::int64_t e = e0; e < e0 + block; e += std::int64_t(L)) {
-          VF qv[R];
-#pragma GCC unroll 16
-          for (std::size_t r = 0; r < R; ++r) qv[r] = hn::Load(df, qs + (r0 + std::int64_t(r)) * std::int64_t(dp) + e);
-#pragma GCC unroll 16
-          for (int kk = 0; kk < G; ++kk) {
-            const VF k = Widen(kv[kk] + e, sc[kk]);
-#pragma GCC unroll 16
-            for (std::size_t r = 0; r < R; ++r) acc[r][kk] = hn::MulAdd(qv[r], k, acc[r][kk]);
-          }
-        }
+      } else if (block == std::int64_t(2 * L)) {
+        // Blocks of 2 or 4 vectors (Q8_0's 32 values on AVX-512 and AVX2) with the loop over a
+        // block's vectors unrolled: at run time it ran twice a block, with the query rows'
+        // addresses recomputed at each block (a quarter of the loop's samples on a Zen 5).
+        RowProducts<R, G, 2>(qr, kv, ks, block, acc);
+      } else if (block == std::int64_t(4 * L)) {
+        RowProducts<R, G, 4>(qr, kv, ks, block, acc);
+      } else {
+        RowProducts<R, G, 0>(qr, kv, ks, block, acc);
       }
       if constexpr (G == 2) {
 #pragma GCC unroll 16
@@ -215,16 +242,15 @@ struct Kernel {
     for (; j < tl; ++j) {
       const std::int8_t* kv = KRow(rows, t0 + j);
       const float* ks = KScales(rows, t0 + j);
-      for (std::int64_t c = 0; c < D; c += 64) PrefetchStream(kv + plan.prefetch_for<R>() * D + c);
-      PrefetchStream(ks + plan.prefetch_for<R>() * (D / block));
+      for (std::int64_t c = 0; c < D; c += 64) PrefetchStream(kv + k_ahead + c);
+      PrefetchStream(ks + ks_ahead);
       VF acc[R];
       for (std::size_t r = 0; r < R; ++r) acc[r] = hn::Zero(df);
       for (std::int64_t e0 = 0, bi = 0; e0 < D; e0 += block, ++bi) {
         const VF sc = hn::Set(df, ks[bi]);
         for (std::int64_t e = e0; e < e0 + block; e += std::int64_t(L)) {
           const VF k = Widen(kv + e, sc);
-          for (std::size_t r = 0; r < R; ++r)
-            acc[r] = hn::MulAdd(hn::Load(df, qs + (r0 + std::int64_t(r)) * std::int64_t(dp) + e), k, acc[r]);
+          for (std::size_t r = 0; r < R; ++r) acc[r] = hn::MulAdd(hn::Load(df, qr[r] + e), k, acc[r]);
         }
       }
       for (std::size_t r = 0; r < R; ++r)
