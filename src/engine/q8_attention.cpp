@@ -150,7 +150,7 @@ struct Kernel {
   // s[r][j - t0] = q_r . k_j for the keys [t0, t0 + tl), R rows from row r0 (R = 4 for a
   // grouped head's four rows: each key vector widened once for all of them). Several keys at a
   // time where the target has Sum4 (four lane sums folded together, about 13 operations for four
-  // sums instead of 4 x 9), then one key at a time.
+  // sums instead of 4 x 9), then one key at a time (the same products, RowProducts).
   template <std::size_t R>
   void ScoreRows(const Rows& rows, const float* qs, const AmxRows& amx, std::int64_t r0, std::int64_t t0,
                  std::int64_t tl, float* s) const {
@@ -244,17 +244,13 @@ struct Kernel {
       const float* ks = KScales(rows, t0 + j);
       for (std::int64_t c = 0; c < D; c += 64) PrefetchStream(kv + k_ahead + c);
       PrefetchStream(ks + ks_ahead);
-      VF acc[R];
-      for (std::size_t r = 0; r < R; ++r) acc[r] = hn::Zero(df);
-      for (std::int64_t e0 = 0, bi = 0; e0 < D; e0 += block, ++bi) {
-        const VF sc = hn::Set(df, ks[bi]);
-        for (std::int64_t e = e0; e < e0 + block; e += std::int64_t(L)) {
-          const VF k = Widen(kv + e, sc);
-          for (std::size_t r = 0; r < R; ++r) acc[r] = hn::MulAdd(hn::Load(df, qr[r] + e), k, acc[r]);
-        }
-      }
+      const std::int8_t* const kv1[1] = {kv};
+      const float* const ks1[1] = {ks};
+      VF acc[R][1];
+      for (std::size_t r = 0; r < R; ++r) acc[r][0] = hn::Zero(df);
+      RowProducts<R, 1, 0>(qr, kv1, ks1, block, acc);  // the same products as a group's, one key
       for (std::size_t r = 0; r < R; ++r)
-        s[(r0 + std::int64_t(r)) * kQ8Tile + j] = hn::GetLane(hn::SumOfLanes(df, acc[r]));
+        s[(r0 + std::int64_t(r)) * kQ8Tile + j] = hn::GetLane(hn::SumOfLanes(df, acc[r][0]));
     }
   }
 
