@@ -10,10 +10,13 @@ with their range).
 
 "bf16w" is bf16 storage with the softmax weights rounded to bf16 for P·V (`--bf16-weights`).
 "q8" is 8-bit K/V (attention_q8kv, blocks of 32, or `--q8-block 128`: one scale per row, the
-per-token-per-head layout), which `jomoim bench` does not run: it comes from
-`attention_gbench` (next to each --bin) at its fixed decode shapes (32 heads, 4096 or 256 keys,
-D 128, K/V heads 32 or 8, OpenMP's threads), and its ratio is to the float32 decode timed by the
-same gbench process. `--batch 64` (with `--kv-heads 8`: 2.1 GiB of float32 K/V, 0.6 GiB in q8)
+per-token-per-head layout), `jomoim bench --dtype q8`, timed as every other format (the median
+of its calls) and divided by the same f32 runs. `--q8-gbench` times it as the tables of
+BENCHMARKS.md up to d9e8a1f did: by `attention_gbench` (next to each --bin) at its fixed
+decode shapes (32 heads, 4096 or 256 keys, D 128, K/V heads 32 or 8, OpenMP's threads), its
+ratio to the float32 decode of the same gbench process (a mean of iterations over repetitions
+that each fill fresh inputs; on a Zen 5 VM its float32 read 15-25 % slower than `jomoim
+bench`'s from memory). `--batch 64` (with `--kv-heads 8`: 2.1 GiB of float32 K/V, 0.6 GiB in q8)
 reads K and V from memory on every call, as a model's decode does (each layer's cache once per
 token), where one 4096-key cache of a batch of 1 (33.5 MiB in float32) can stay in a large L3
 between calls. `--kv-len 256` keeps K and V in the caches between calls: the compute each
@@ -36,6 +39,8 @@ def run(binary, kv, dtype, target, args):
            "--min-time", str(args.min_time), "--json"]
     if dtype == "bf16w":
         cmd += ["--bf16-weights"]
+    if dtype == "q8":
+        cmd += ["--q8-block", str(args.q8_block)]
     if target != "default":
         cmd += ["--target", target]
     out = subprocess.run(cmd, capture_output=True, text=True)
@@ -90,6 +95,8 @@ def main():
     ap.add_argument("--min-time", type=float, default=0.4)
     ap.add_argument("--q8-block", type=int, default=32,
                     help="q8's block along D (a multiple of 16 dividing D; D: one scale per row)")
+    ap.add_argument("--q8-gbench", action="store_true",
+                    help="time q8 by attention_gbench against its own f32, as the tables up to d9e8a1f (see above)")
     args = ap.parse_args()
     if args.q8_block < 16 or args.q8_block % 16 or args.head_dim % args.q8_block:
         ap.error(f"--q8-block: want a multiple of 16 dividing --head-dim {args.head_dim}, got {args.q8_block}")
@@ -102,7 +109,7 @@ def main():
             for target in args.targets:
                 for b in args.bin:
                     for dt in args.dtypes:
-                        if dt == "q8":
+                        if dt == "q8" and args.q8_gbench:
                             f, t, name = run_gbench(b, kv, target, args)
                             ms.setdefault((kv, target, b, "f32 (gbench)"), []).append(f)
                         else:
@@ -114,8 +121,10 @@ def main():
           f"{args.rounds} interleaved rounds; medians" +
           (f"; q8 blocks of {args.q8_block}" if "q8" in args.dtypes else ""))
     print()
-    # q8's ratio is to the f32 decode of its own gbench process: that time gets its own column.
-    cols = args.dtypes + (["f32 (gbench)"] if "q8" in args.dtypes else [])
+    # With --q8-gbench, q8's ratio is to the f32 decode of its own gbench process: that time gets
+    # its own column.
+    gb = "q8" in args.dtypes and args.q8_gbench
+    cols = args.dtypes + (["f32 (gbench)"] if gb else [])
     print("| K/V heads | target | binary | " + " | ".join(f"{dt} ms" for dt in cols) + " | " +
           " | ".join(f"{dt} / f32" for dt in args.dtypes if dt != "f32") + " |")
     print("|---" * (3 + len(cols) + len(args.dtypes) - 1) + "|")
@@ -126,7 +135,7 @@ def main():
                 for dt in args.dtypes:
                     if dt == "f32":
                         continue
-                    base = ms[(kv, target, b, "f32 (gbench)" if dt == "q8" else "f32")]
+                    base = ms[(kv, target, b, "f32 (gbench)" if dt == "q8" and gb else "f32")]
                     ratios = [a / c for a, c in zip(base, ms[(kv, target, b, dt)])]
                     cells.append(f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})")
                 print(f"| {kv} | {names[(kv, target, b)]} | {b} | " + " | ".join(cells) + " |")

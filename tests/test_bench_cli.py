@@ -5,6 +5,8 @@
   threads): the record must say the output passed the float64 check, that the last timed
   call's output equals the first call's bit for bit (`repeat_bitwise`), and carry consistent
   rates (GFLOP/s from the median time and the shape's FLOPs).
+- `--dtype q8` (8-bit K and V with their block's scale): checked on the dequantized K and V,
+  the record naming the storage and block, GB/s counting q8's bytes; bad flags refused in one line.
 - `--ceilings-only --json`: one sgemm, one copy and one FMA-peak record with positive rates;
   `--fma-peak` alone gives only the last.
 - bench/report.py on a synthetic run: the decode sentence compares each pass's decode rate
@@ -66,6 +68,38 @@ def case_attention_records():
             assert 0 < r["min_ms"] <= r["median_ms"], (where, r)
             assert abs(r["gflops"] - flops(r) / (r["median_ms"] * 1e-3) * 1e-9) <= 1e-6 * r["gflops"], (where, r)
             assert r["extra_mib"] < 64, (where, r["extra_mib"])
+
+
+def case_q8_records():
+    """`--dtype q8`: K and V in 8 bits (attention_q8kv), checked against the float64 reference on
+    the dequantized K and V; the record names the storage and its block, and GB/s counts the
+    bytes q8 moves (1 + 4 / block per K/V value)."""
+    shapes = [
+        (["--heads", 8, "--kv-heads", 2, "--q-len", 1, "--kv-len", 1100, "--head-dim", 128], 32),
+        (["--heads", 3, "--q-len", 70, "--kv-len", 45, "--head-dim", 32, "--value-dim", 48], 16),
+        (["--heads", 4, "--kv-heads", 1, "--q-len", 33, "--kv-len", 77, "--head-dim", 64, "--causal"], 64),
+        # Sampled check (beyond 2^20 scores), one scale per row.
+        (["--batch", 2, "--heads", 4, "--kv-heads", 2, "--q-len", 1, "--kv-len", 150000, "--head-dim", 16], 16),
+    ]
+    for shape, block in shapes:
+        (r,) = bench_json(*shape, "--dtype", "q8", "--q8-block", block, "--reps", 3, "--warmup", 1, "--min-time", 0)
+        assert r["status"] == "ok" and r["dtype"] == "q8" and r["q8_block"] == block, (shape, r)
+        assert r["check_max_err"] <= r["check_tol"] and r["repeat_bitwise"] is True, (shape, r)
+        kv = r["b"] * r["hkv"] * r["nk"] * (r["d"] + r["dv"])
+        moved = 4.0 * r["b"] * r["hq"] * r["nq"] * (r["d"] + r["dv"]) + (1 + 4 / block) * kv
+        assert abs(r["gbs"] - moved / (r["median_ms"] * 1e-3) * 1e-9) <= 1e-6 * r["gbs"], (shape, r)
+    (f,) = bench_json("--heads", 2, "--q-len", 1, "--kv-len", 64, "--min-time", 0)
+    assert f["dtype"] == "f32" and "q8_block" not in f, f
+    # Bad combinations: one line naming the flag, exit 1, nothing on stdout.
+    for args, needle in [(["--dtype", "q8", "--q8-block", 24], "--q8-block"),
+                         (["--dtype", "q8", "--head-dim", 48, "--q8-block", 32], "--head-dim (48)"),
+                         (["--q8-block", 32], "needs --dtype q8"),
+                         (["--dtype", "q8", "--bf16-weights"], "--bf16-weights"),
+                         (["--dtype", "q4"], "expected f32, bf16, f16 or q8")]:
+        p = subprocess.run([EXE, "bench", "--json", *map(str, args)], capture_output=True, text=True, timeout=60)
+        assert p.returncode == 1 and p.stdout == "", (args, p.returncode, p.stdout)
+        lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+        assert len(lines) == 1 and needle in lines[0], (args, p.stderr)
 
 
 def case_ceilings():

@@ -2,7 +2,7 @@
 // ceilings to compare it with (OpenBLAS sgemm for compute, a memory copy for decode).
 //
 //   jomoim bench [--batch B --heads Hq --kv-heads Hkv --q-len Nq --kv-len Nk --head-dim D
-//                 --value-dim Dv --causal --threads T --target NAME] [--json]
+//                 --value-dim Dv --causal --threads T --target NAME --dtype f32|bf16|f16|q8] [--json]
 //   jomoim bench --sgemm --copy --fma-peak ... and the ceilings, measured after the attention
 //   jomoim bench --ceilings-only [--sgemm] [--copy] [--fma-peak]
 //                                          only the ceilings (all three when none is given)
@@ -43,7 +43,7 @@ namespace {
 
 using namespace bench;
 
-void run_single(const BenchOptions& o) {
+void run_single(const BenchOptions& o, bool q8_block_given) {
   const int threads = resolve_threads(o.threads);
   if (!o.ceilings_only) {
     Workload w;
@@ -51,9 +51,20 @@ void run_single(const BenchOptions& o) {
     w.Nq = o.q_len, w.Nk = o.kv_len ? o.kv_len : o.q_len;
     w.D = o.head_dim, w.Dv = o.value_dim ? o.value_dim : o.head_dim;
     w.causal = o.causal;
-    const std::optional<Dtype> dt = parse_dtype(o.dtype);
-    if (!dt) throw Error("bench: --dtype: expected f32, bf16 or f16, got '" + o.dtype + "'");
+    const bool q8 = o.dtype == "q8";
+    const std::optional<Dtype> dt = q8 ? Dtype::f32 : parse_dtype(o.dtype);
+    if (!dt) throw Error("bench: --dtype: expected f32, bf16, f16 or q8, got '" + o.dtype + "'");
     w.dtype = *dt;
+    if (q8) {
+      // quantize_q8 would refuse these too; said here under the flag's name.
+      for (auto [name, width] : {std::pair{"--head-dim", w.D}, {"--value-dim", w.Dv}})
+        if (o.q8_block < 16 || o.q8_block % 16 != 0 || width % o.q8_block != 0)
+          throw Error("bench: --q8-block: want a multiple of 16 dividing " + std::string(name) + " (" +
+                      std::to_string(width) + "), got " + std::to_string(o.q8_block));
+      w.q8_block = o.q8_block;
+    } else if (q8_block_given) {
+      throw Error("bench: --q8-block needs --dtype q8");
+    }
     if (o.bf16_weights && w.dtype != Dtype::bf16) throw Error("bench: --bf16-weights needs --dtype bf16");
     w.bf16_weights = o.bf16_weights;
     if (w.Hq % w.Hkv != 0)
@@ -61,7 +72,7 @@ void run_single(const BenchOptions& o) {
                   std::to_string(w.Hkv) + ")");
     w.allocate(o.seed);
     std::fprintf(stderr, "bench: %s%s, %s%s, %d threads, %s: checking, then timing ...\n", w.shape_label().c_str(),
-                 w.causal ? " causal" : "", dtype_name(w.dtype), w.bf16_weights ? " (bf16 weights)" : "", threads,
+                 w.causal ? " causal" : "", w.storage_name().c_str(), w.bf16_weights ? " (bf16 weights)" : "", threads,
                  active_simd_target().c_str());
     const AttentionRun r = bench_attention(w, o, threads);
     if (o.json) std::printf("%s\n", attention_json(w, r, threads).dump().c_str());
@@ -76,7 +87,7 @@ void run_single(const BenchOptions& o) {
       char check[96];
       std::snprintf(check, sizeof check, "ok, %s, max err %.1e", r.check.mode.c_str(), r.check.max_err);
       std::printf("%-36s %-6s %-5s %7d %-10s %10s %9s %6d %8.1f %7.1f %9.1f %9.1f  %s\n", w.shape_label().c_str(),
-                  w.causal ? "yes" : "no", dtype_name(w.dtype), threads, active_simd_target().c_str(),
+                  w.causal ? "yes" : "no", w.storage_name().c_str(), threads, active_simd_target().c_str(),
                   format_ms(r.timing.median_ms).c_str(), format_ms(r.timing.min_ms).c_str(), r.timing.reps, r.gflops,
                   r.gbs, r.peak_rss_mib, r.extra_mib, o.no_check ? "skipped" : check);
     }
@@ -132,9 +143,14 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--target", o->target,
                   "pin the SIMD target (one of those --quick lists, any case, e.g. AVX2 or avx2; AVX512 means AVX3)");
   cmd->add_option("--dtype", o->dtype,
-                  "storage of q, k, v: f32, bf16 or f16 (inputs rounded to it; computed in float32, out float32)")
-      ->type_name("f32|bf16|f16")
+                  "storage of q, k, v: f32, bf16 or f16 (inputs rounded to it; computed in float32, out float32); "
+                  "q8: k and v 8-bit with a float scale per block (attention_q8kv), q float32")
+      ->type_name("f32|bf16|f16|q8")
       ->capture_default_str();
+  CLI::Option* q8_block = cmd->add_option("--q8-block", o->q8_block,
+                                          "with --dtype q8: values per scale, a multiple of 16 dividing --head-dim "
+                                          "and --value-dim (32: ggml's Q8_0 blocks; --head-dim: one scale per row)")
+                              ->capture_default_str();
   cmd->add_flag("--bf16-weights", o->bf16_weights,
                 "with --dtype bf16: round the softmax weights to bf16 for P·V (VDPBF16PS on AVX512_BF16; each weight "
                 "moves by up to 2^-8, the check's tolerance says so)");
@@ -155,12 +171,12 @@ void add_bench_command(CLI::App& app) {
   for (CLI::Option* f : shape_flags) quick->excludes(f);
   quick->excludes("--ceilings-only");
 
-  cmd->callback([o] {
+  cmd->callback([o, q8_block] {
     if (!o->target.empty()) set_simd_target(o->target);  // throws Error naming the choices
     if (o->quick)
       run_quick(*o);
     else
-      run_single(*o);
+      run_single(*o, q8_block->count() > 0);
     std::fflush(stdout);
   });
 }

@@ -78,7 +78,8 @@ Json attention_json(const Workload& w, const AttentionRun& r, int threads) {
   j["causal"] = w.causal;
   j["threads"] = threads;
   j["simd_target"] = active_simd_target();
-  j["dtype"] = dtype_name(w.dtype);
+  j["dtype"] = w.storage_name();
+  if (w.q8_block > 0) j["q8_block"] = w.q8_block;
   j["bf16_weights"] = w.bf16_weights;
   j["check"] = r.check.mode;
   j["check_max_err"] = r.check.max_err;

@@ -48,6 +48,19 @@ void Workload::allocate(unsigned seed) {
   narrow(q, q16);
   narrow(k, k16);
   narrow(v, v16);
+  if (q8_block > 0) {
+    // Rows [B, Hkv, Nk, E] whatever the notation (3b1b's k and v are [B, Hkv, E, Nk] in memory):
+    // quantized, then the float copy overwritten by what the q8 values stand for.
+    auto to_q8 = [&](std::vector<float>& x, Index E, Q8Buffer& q8) {
+      const Tensor4 rows = notation == Notation::paper
+                               ? Tensor4::contiguous(x.data(), {B, Hkv, Nk, E})
+                               : Tensor4::contiguous(x.data(), {B, Hkv, E, Nk}).transposed(2, 3);
+      q8 = quantize_q8(rows, q8_block);
+      dequantize_q8(q8.view(), rows);
+    };
+    to_q8(k, D, k8);
+    to_q8(v, Dv, v8);
+  }
   out.assign(std::size_t(B * Hq * Nq * Dv), 0.f);  // touched now: counted as inputs/outputs
   if (with_lse) lse.assign(std::size_t(B * Hq * Nq), 0.f);
   if (bias_kind != cases::BiasKind::none) {
@@ -117,7 +130,9 @@ ConstTensor4x16 Workload::view16(const std::vector<std::uint16_t>& x, Index H, I
 }
 
 void Workload::call(int threads) {
-  if (dtype == Dtype::f32) {
+  if (q8_block > 0) {
+    attention_q8kv(qv(), k8.view(), v8.view(), outv(), options(threads));
+  } else if (dtype == Dtype::f32) {
     attention(qv(), kv(), vv(), outv(), options(threads));
   } else {
     attention(view16(q16, Hq, Nq, D), view16(k16, Hkv, Nk, D), view16(v16, Hkv, Nk, Dv), outv(), options(threads));

@@ -15,6 +15,7 @@
 #include "jomoim/core/half.hpp"
 #include "jomoim/core/tensor.hpp"
 #include "jomoim/engine/attention.hpp"
+#include "jomoim/engine/quant.hpp"
 
 #include "bench/options.hpp"
 
@@ -42,6 +43,11 @@ struct Workload {
   Dtype dtype = Dtype::f32;
   bool bf16_weights = false;  // bench --bf16-weights (AttentionOptions::bf16_weights)
   std::vector<std::uint16_t> q16, k16, v16;
+  // bench --dtype q8: k and v stored as q8 (jomoim/engine/quant.hpp) in blocks of q8_block values
+  // (0: not q8), read by attention_q8kv; q stays float32 (dtype f32) and k, v then hold the
+  // dequantized numbers, the reference's inputs (attention_q8kv's result is the formula's on them).
+  Index q8_block = 0;
+  Q8Buffer k8, v8;
 
   // A case of the table; throws Error when its memory is not what the bench lays out.
   static Workload from_case(const cases::Case& c, bool with_lse);
@@ -64,11 +70,15 @@ struct Workload {
   void call(int threads);
   ConstTensor4x16 view16(const std::vector<std::uint16_t>& x, Index H, Index N, Index E) const;
 
-  // Bytes a call must move at least: read q, k, v once, write out.
+  // Bytes a call must move at least: read q, k, v once (q8: each value's byte and its block's
+  // float scale), write out.
   double bytes() const {
     const double in = dtype == Dtype::f32 ? 4.0 : 2.0;
-    return in * double(q.size() + k.size() + v.size()) + 4.0 * double(out.size());
+    const double kv_in = q8_block > 0 ? 1.0 + 4.0 / double(q8_block) : in;
+    return in * double(q.size()) + kv_in * double(k.size() + v.size()) + 4.0 * double(out.size());
   }
+  // The storage's name, as --dtype spells it: f32, bf16, f16 or q8.
+  std::string storage_name() const { return q8_block > 0 ? "q8" : dtype_name(dtype); }
   std::string shape_label() const;
 };
 
