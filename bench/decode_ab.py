@@ -14,9 +14,9 @@ per-token-per-head layout), `jomoim bench --dtype q8`, timed as every other form
 of its calls) and divided by the same f32 runs. `--q8-gbench` times it as the tables of
 BENCHMARKS.md up to d9e8a1f did: by `attention_gbench` (next to each --bin) at its fixed
 decode shapes (32 heads, 4096 or 256 keys, D 128, K/V heads 32 or 8, OpenMP's threads), its
-ratio to the float32 decode of the same gbench process (a mean of iterations over repetitions
-that each fill fresh inputs; on a Zen 5 VM its float32 read 15-25 % slower than `jomoim
-bench`'s from memory). `--batch 64` (with `--kv-heads 8`: 2.1 GiB of float32 K/V, 0.6 GiB in q8)
+ratio to the float32 decode of the same gbench process (before beed720 each repetition filled
+fresh inputs, and both formats read 12-18 % slower from memory than in `jomoim bench` on a Zen 5
+VM; the ratio held). `--batch 64` (with `--kv-heads 8`: 2.1 GiB of float32 K/V, 0.6 GiB in q8)
 reads K and V from memory on every call, as a model's decode does (each layer's cache once per
 token), where one 4096-key cache of a batch of 1 (33.5 MiB in float32) can stay in a large L3
 between calls. `--kv-len 256` keeps K and V in the caches between calls: the compute each
