@@ -317,6 +317,12 @@ TEST(Q8, AttentionMatchesTheReferenceOnTheDequantizedInputs) {
       // a four-vector one).
       {"grouped block 32 dv 128", 1, 8, 2, 1, 700, 128, 128, 32},
       {"grouped block 16 dv 80", 2, 4, 1, 1, 201, 32, 80, 16},
+      // P·V on weight planes (each weight times its key's scale of each V block, where a V row
+      // has 2 or 4 blocks and a slice of columns lies in one): blocks of 64 (AVX-512 too), of
+      // 32 and 16 (the 16-register targets), items of 8 rows and of 1.
+      {"planes 2 blocks of 64", 1, 8, 2, 1, 419, 64, 128, 64},
+      {"planes 4 blocks of 32, 9 rows", 1, 6, 2, 3, 259, 64, 128, 32},
+      {"planes 2 blocks of 16 causal", 2, 4, 2, 2, 301, 32, 32, 16, true},
   };
   for (const std::string& t : jomoim::simd_targets())
     for (int threads : {1, 2})

@@ -88,7 +88,17 @@ struct Kernel {
   struct Buffers {
     float *qs, *s, *acc, *m, *l;
     AmxRows amx;
+    float* planes = nullptr;  // P·V's weight planes (kPlanes), where UsePlanes()
   };
+  // kPlanes where a V row has 2 or 4 blocks, an item has several rows to share each widened V
+  // vector (one row scales its weight per block already, ValueColumnsOneRow), and a four-row
+  // slice of columns lies in one block, so that a key broadcasts no more weights than before:
+  // AVX2's two vectors (-13 % for grouped q8 decode on a Zen 5), not AVX-512's four, which span
+  // two blocks of 32 and measured no faster.
+  bool UsePlanes() const {
+    const std::int64_t nb = p.s.Dv / qp.v.block;
+    return (nb == 2 || nb == 4) && plan.rows_per_bg >= 2 && std::int64_t(kValueAccumulators / 4 * L) <= qp.v.block;
+  }
 
   void RowsOfItem(std::int64_t item, Rows& rows) const {
     const std::int64_t bg = item / plan.chunks, chunk = item % plan.chunks;
@@ -254,17 +264,24 @@ struct Kernel {
     }
   }
 
+  // How P·V's weights meet V's scales (AttendKeys picks one per call):
+  //   kScaleVectors: each widened V vector times its block's scale, shared by the R rows;
+  //   kPrescaled: one scale per V row (block = Dv), already in P's weights;
+  //   kPlanes: 2 or 4 blocks a row; P is that many planes, plane b the weights times each key's
+  //            scale of block b (kPlaneFloats apart), so a V vector is only widened.
+  enum ScaleMode { kScaleVectors, kPrescaled, kPlanes };
+  static constexpr std::int64_t kPlaneFloats = kQ8Rows * kQ8Tile;
+
   // acc[r] += sum_j P[r][j] v_j for R rows from r0, from column e0 on: C vectors of value
   // columns at a time (R * C accumulators in registers, each V vector widened once for the R
-  // rows), then C / 2, ..., 1 for the rest. With kPrescaled, P's weights already include each
-  // key's V scale (one scale per V row, AttendKeys).
-  template <std::size_t R, bool kPrescaled, std::size_t C = std::max<std::size_t>(1, kValueAccumulators / R)>
+  // rows), then C / 2, ..., 1 for the rest.
+  template <std::size_t R, ScaleMode kMode, std::size_t C = std::max<std::size_t>(1, kValueAccumulators / R)>
   void ValueRows(const Rows& rows, const float* P, std::int64_t r0, std::int64_t t0, std::int64_t tl, float* acc,
                  std::int64_t e0 = 0) const {
     const std::int64_t step = std::int64_t(C * L);
-    for (; e0 + step <= p.s.Dv; e0 += step) ValueColumns<R, C, kPrescaled>(rows, P, r0, t0, tl, acc, e0, qp.v.block);
+    for (; e0 + step <= p.s.Dv; e0 += step) ValueColumns<R, C, kMode>(rows, P, r0, t0, tl, acc, e0, qp.v.block);
     if constexpr (C > 1)
-      if (e0 < p.s.Dv) ValueRows<R, kPrescaled, C / 2>(rows, P, r0, t0, tl, acc, e0);
+      if (e0 < p.s.Dv) ValueRows<R, kMode, C / 2>(rows, P, r0, t0, tl, acc, e0);
   }
   // How much of each V row a column slice starting at e0 (width values wide) prefetches: on
   // AVX-512 its own part; on the 16-register targets, whose slices are narrower (one row: two
@@ -275,7 +292,7 @@ struct Kernel {
     return e0 == 0 ? p.s.Dv : 0;
   }
 
-  template <std::size_t R, std::size_t C, bool kPrescaled>
+  template <std::size_t R, std::size_t C, ScaleMode kMode>
   void ValueColumns(const Rows& rows, const float* P, std::int64_t r0, std::int64_t t0, std::int64_t tl, float* acc,
                     std::int64_t e0, std::int64_t block) const {
     const DF df;
@@ -290,7 +307,17 @@ struct Kernel {
     std::int64_t bi[C];  // each column vector's block (a vector lies inside one block)
 #pragma GCC unroll 16
     for (std::size_t c = 0; c < C; ++c) bi[c] = (e0 + std::int64_t(c * L)) / block;
-    if constexpr (!kPrescaled && R == 1) {
+    if constexpr (kMode == kPlanes) {
+      // Columns c and c' share a plane's weight when they share a block: all C when the slice
+      // lies in one block, else NV at a time from a block's start (NV vectors a block).
+      const std::int64_t lo = e0 / block, hi = (e0 + std::int64_t(C * L) - 1) / block;
+      if (lo == hi) return ValueColumnsPlanes<R, C, C>(rows, P, r0, t0, tl, acc, e0, a, bi);
+      if (e0 % block == 0 && block == std::int64_t(2 * L))
+        return ValueColumnsPlanes<R, C, 2>(rows, P, r0, t0, tl, acc, e0, a, bi);
+      if (e0 % block == 0 && block == std::int64_t(4 * L))
+        return ValueColumnsPlanes<R, C, 4>(rows, P, r0, t0, tl, acc, e0, a, bi);
+      return ValueColumnsPlanes<R, C, 1>(rows, P, r0, t0, tl, acc, e0, a, bi);
+    } else if constexpr (kMode == kScaleVectors && R == 1) {
       // One row: the weight times each block's scale once per block, not each vector times its
       // scale (the usual block of 32 is 2 vectors on AVX-512, 4 on AVX2).
       if (e0 % block == 0) {
@@ -315,9 +342,47 @@ struct Kernel {
 #pragma GCC unroll 16
       for (std::size_t c = 0; c < C; ++c) {
         const std::int8_t* vc = vv + std::int64_t(c * L);
-        const VF v = kPrescaled ? WidenRaw(vc) : Widen(vc, hn::Set(df, vs[bi[c]]));
+        const VF v = kMode == kPrescaled ? WidenRaw(vc) : Widen(vc, hn::Set(df, vs[bi[c]]));
 #pragma GCC unroll 16
         for (std::size_t r = 0; r < R; ++r) a[r][c] = hn::MulAdd(pr[r], v, a[r][c]);
+      }
+    }
+#pragma GCC unroll 16
+    for (std::size_t r = 0; r < R; ++r)
+#pragma GCC unroll 16
+      for (std::size_t c = 0; c < C; ++c)
+        hn::Store(a[r][c], df, acc + (r0 + std::int64_t(r)) * std::int64_t(dvp) + e0 + std::int64_t(c * L));
+  }
+
+  // ValueColumns on P's planes (kPlanes): column c's weights from plane bi[c], each V vector
+  // only widened. Per: columns per plane weight (the C columns in groups of Per share a block),
+  // so a key broadcasts R * C / Per weights where kScaleVectors multiplies C vectors.
+  template <std::size_t R, std::size_t C, std::size_t Per>
+  void ValueColumnsPlanes(const Rows& rows, const float* planes, std::int64_t r0, std::int64_t t0, std::int64_t tl,
+                          float* acc, std::int64_t e0, VF (&a)[R][C], const std::int64_t (&bi)[C]) const {
+    const DF df;
+    constexpr std::size_t NW = (C + Per - 1) / Per;
+    const float* w[NW][R];  // each weight group's plane row
+#pragma GCC unroll 16
+    for (std::size_t g = 0; g < NW; ++g)
+#pragma GCC unroll 16
+      for (std::size_t r = 0; r < R; ++r)
+        w[g][r] = planes + bi[g * Per] * kPlaneFloats + (r0 + std::int64_t(r)) * kQ8Tile;
+    const std::int64_t prefetch = PrefetchSpan(e0, std::int64_t(C * L));
+    const std::int64_t v_ahead = plan.prefetch_for<R>() * p.s.Dv;
+    for (std::int64_t j = 0; j < tl; ++j) {
+      const std::int8_t* vv = VRow(rows, t0 + j) + e0;
+      for (std::int64_t c = 0; c < prefetch; c += 64) PrefetchStream(vv + v_ahead + c);
+      VF pr[NW][R];
+#pragma GCC unroll 16
+      for (std::size_t g = 0; g < NW; ++g)
+#pragma GCC unroll 16
+        for (std::size_t r = 0; r < R; ++r) pr[g][r] = hn::Set(df, w[g][r][j]);
+#pragma GCC unroll 16
+      for (std::size_t c = 0; c < C; ++c) {
+        const VF v = WidenRaw(vv + std::int64_t(c * L));
+#pragma GCC unroll 16
+        for (std::size_t r = 0; r < R; ++r) a[r][c] = hn::MulAdd(pr[c / Per][r], v, a[r][c]);
       }
     }
 #pragma GCC unroll 16
@@ -410,6 +475,36 @@ struct Kernel {
       // key's scale once here, a vector of keys at a time, instead of each V vector times it
       // in P·V, where R rows share each widened vector.
       const bool prescaled = qp.v.block == p.s.Dv;
+      if (buf.planes) {
+        // Two or four blocks a V row: plane b = the weights times each key's scale of block b,
+        // 16 (or 8) keys' scales of every block deinterleaved by one load; the next tile's
+        // scales read ahead (a ninth of P·V's lines, read here and not in the key loop).
+        const std::int64_t nb = p.s.Dv / qp.v.block;
+        const float* vs = VScales(rows, t0);  // [tl][nb], contiguous
+        if (t0 + kQ8Tile < k1)
+          for (std::int64_t c = 0; c < kQ8Tile * nb; c += 16) PrefetchStream(vs + kQ8Tile * nb + c);
+        std::int64_t j = 0;
+        for (; j + std::int64_t(L) <= tl; j += std::int64_t(L)) {
+          VF sc[4];
+          if (nb == 4)
+            hn::LoadInterleaved4(df, vs + j * 4, sc[0], sc[1], sc[2], sc[3]);
+          else
+            hn::LoadInterleaved2(df, vs + j * 2, sc[0], sc[1]);
+          for (std::int64_t r = 0; r < rows.n; ++r) {
+            const VF wr = hn::Load(df, s + r * kQ8Tile + j);
+            for (std::int64_t b = 0; b < nb; ++b)
+              hn::Store(hn::Mul(wr, sc[b]), df, buf.planes + b * kPlaneFloats + r * kQ8Tile + j);
+          }
+        }
+        for (; j < tl; ++j)
+          for (std::int64_t r = 0; r < rows.n; ++r)
+            for (std::int64_t b = 0; b < nb; ++b)
+              buf.planes[b * kPlaneFloats + r * kQ8Tile + j] = s[r * kQ8Tile + j] * vs[j * nb + b];
+        ByRows(rows.n, [&](std::int64_t r0, auto R) {
+          ValueRows<decltype(R)::value, kPlanes>(rows, buf.planes, r0, t0, tl, acc);
+        });
+        continue;
+      }
       if (prescaled) {
         const float* vs = VScales(rows, t0);  // contiguous: one float a key
         for (std::int64_t r = 0; r < rows.n; ++r) {
@@ -420,15 +515,12 @@ struct Kernel {
           for (; j < tl; ++j) sr[j] *= vs[j];
         }
       }
-      const auto value_rows = [&](auto kPrescaled) {
-        ByRows(rows.n, [&](std::int64_t r0, auto R) {
-          ValueRows<decltype(R)::value, decltype(kPrescaled)::value>(rows, s, r0, t0, tl, acc);
-        });
-      };
-      if (prescaled)
-        value_rows(std::true_type());
-      else
-        value_rows(std::false_type());
+      ByRows(rows.n, [&](std::int64_t r0, auto R) {
+        if (prescaled)
+          ValueRows<decltype(R)::value, kPrescaled>(rows, s, r0, t0, tl, acc);
+        else
+          ValueRows<decltype(R)::value, kScaleVectors>(rows, s, r0, t0, tl, acc);
+      });
     }
   }
 
@@ -443,7 +535,8 @@ struct Kernel {
     // AMX: the two four-row groups' pieces (16 D bytes each) and column scales, and C's sums.
     const std::size_t npieces = plan.amx_scores ? 2 * amx_q8_piece_bytes(p.s.D) / sizeof(float) : 0;
     const std::size_t namx = plan.amx_scores ? kAmxQ8ScoreInts + 2 * 16 + npieces : 0;
-    float* base = Scratch::for_this_thread().reserve(nq + ns + na + 2 * 16 + namx);
+    const std::size_t nplanes = UsePlanes() ? std::size_t(p.s.Dv / qp.v.block * kPlaneFloats) : 0;
+    float* base = Scratch::for_this_thread().reserve(nq + ns + na + 2 * 16 + namx + nplanes);
     Buffers b{base, base + nq, base + nq + ns, base + nq + ns + na, base + nq + ns + na + 16, {}};
     if (plan.amx_scores) {
       float* at = base + nq + ns + na + 2 * 16;  // 64-byte aligned: every size above is a multiple of 16
@@ -453,6 +546,7 @@ struct Kernel {
       b.amx.pieces[0] = reinterpret_cast<std::int8_t*>(b.amx.colscale[1] + 16);
       b.amx.pieces[1] = b.amx.pieces[0] + amx_q8_piece_bytes(p.s.D);
     }
+    if (nplanes) b.planes = base + nq + ns + na + 2 * 16 + namx;  // 64-byte aligned, as above
     return b;
   }
 

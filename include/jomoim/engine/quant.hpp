@@ -66,7 +66,9 @@ void dequantize_q8(ConstQ8Tensor4 x, Tensor4 out);
 // wider). Options as attention(): causal, scale, bias, key_lengths, lse, notation (of q and out),
 // threads; probs is refused. Made for decode (few query rows, many keys: each K and V byte is
 // read once per group of query heads) but correct for any Nq. Memory: per thread, scratch of
-// kRows * (D + 256 + Dv + 3) floats (packed queries, one tile of scores, the accumulator), and
+// kRows * (D + 256 + Dv + 3) floats (packed queries, one tile of scores, the accumulator; where
+// a V row has 2 or 4 blocks, on targets with 16 vector registers, and several query rows share a
+// K/V head, also that many tiles of weights times V's scales: kRows * 256 * (Dv / block)), and
 // for the key splits of the decode path units * kRows * (Dv + 2) floats, kept and reused as for
 // attention(); nothing grows with Nk. kRows = 8 query rows per work item.
 void attention_q8kv(ConstTensor4 q, ConstQ8Tensor4 k, ConstQ8Tensor4 v, Tensor4 out,
