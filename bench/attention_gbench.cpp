@@ -61,20 +61,21 @@ struct Inputs {
 // and one benchmark, to the next while the shape stays: a fill per repetition cost seconds at
 // large batches, and on a VM the calls soon after a fill of fresh memory read it slowly
 // (BENCHMARKS.md, "q8 decode timed by jomoim bench": 12-18 % from memory at B 16). One shape
-// at a time: the old inputs go before the new ones are made. `generation` tells a new fill.
+// at a time: the old inputs go before the new ones are made, with their q8 (made by the q8
+// benchmark for its block, once per fill).
 struct KeptInputs {
   std::unique_ptr<Inputs> in;
-  std::uint64_t generation = 0;
+  Index q8_block = 0;  // 0: k8 and v8 not made
+  jomoim::Q8Buffer k8, v8;
 };
 KeptInputs& kept_inputs(const benchmark::State& state) {
   static KeptInputs kept;
   const Inputs* in = kept.in.get();
   if (!in || in->B != state.range(0) || in->Hq != state.range(1) || in->Hkv != state.range(2) ||
       in->Nq != state.range(3) || in->Nk != state.range(4) || in->D != state.range(5)) {
-    kept.in.reset();
+    kept = {};
     kept.in = std::make_unique<Inputs>(state.range(0), state.range(1), state.range(2), state.range(3), state.range(4),
                                        state.range(5));
-    ++kept.generation;
   }
   return kept;
 }
@@ -131,7 +132,7 @@ Index g_q8_block = 32;
 // the K/V quantized once outside the timing. bytes counts what is read: q, the q8 values and
 // scales, out.
 void BM_attention_decode_q8(benchmark::State& state) {
-  const KeptInputs& kept = kept_inputs(state);
+  KeptInputs& kept = kept_inputs(state);
   Inputs& in = *kept.in;
   jomoim::AttentionOptions options;
   options.causal = state.range(6) != 0;
@@ -141,15 +142,12 @@ void BM_attention_decode_q8(benchmark::State& state) {
     state.SkipWithError("--q8-block does not divide D");
     return;
   }
-  // Quantized once per fill and block, kept as the inputs are.
-  static std::uint64_t q8_generation = 0;
-  static Index q8_of_block = 0;
-  static jomoim::Q8Buffer k8, v8;
-  if (q8_generation != kept.generation || q8_of_block != block) {
-    k8 = {}, v8 = {};
-    k8 = jomoim::quantize_q8(in.kv(), block), v8 = jomoim::quantize_q8(in.vv(), block);
-    q8_generation = kept.generation, q8_of_block = block;
+  if (kept.q8_block != block) {  // quantized once per fill (and block), kept with the inputs
+    kept.k8 = {}, kept.v8 = {};
+    kept.k8 = jomoim::quantize_q8(in.kv(), block), kept.v8 = jomoim::quantize_q8(in.vv(), block);
+    kept.q8_block = block;
   }
+  const jomoim::Q8Buffer &k8 = kept.k8, &v8 = kept.v8;
   for (auto _ : state) {
     jomoim::attention_q8kv(in.qv(), k8.view(), v8.view(), in.outv(), options);
     benchmark::DoNotOptimize(in.out.data());
