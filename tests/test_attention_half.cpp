@@ -244,6 +244,16 @@ void add_weight_rounding(const Inputs& s, Expected& e) {
       }
 }
 
+// expect() for the bf16-weights path: the widened tolerance plus the weights' rounding. The
+// caller checks oracle_issue.
+Expected expect_bf16_weights(const Inputs& s) {
+  Expected e = expect(s);
+  if (!e.oracle_issue.empty()) return e;
+  widen_tolerance(s, e);
+  add_weight_rounding(s, e);
+  return e;
+}
+
 // AMX_BF16 (CPUs with AMX-BF16: amx_attention.hpp): bf16 prefill on AMX tiles, Q·K^T and P·V,
 // the weights in three bf16 pieces (exact) or, with bf16_weights, one. Within the float32 bound
 // (plus the weights' rounding with the option) on shapes that cut every tile and block: D and Dv
@@ -332,10 +342,8 @@ TEST(HalfAmx, TilesWithinTheFloat32Bound) {
 void check_bf16_weights(const Case& c, const std::vector<std::string>& pinned) {
   const std::uint64_t seed = seed_of(c.name);
   const HalfInputs h = build_half(c, seed, Dtype::bf16);
-  Expected e = expect(h.s);
+  const Expected e = expect_bf16_weights(h.s);
   ASSERT_TRUE(e.oracle_issue.empty()) << describe(c, seed) << ": " << e.oracle_issue;
-  widen_tolerance(h.s, e);
-  add_weight_rounding(h.s, e);
   for (const std::string& target : pinned) {
     PinTarget pin(target);
     for (int threads : c.threads) {
@@ -491,15 +499,67 @@ TEST(HalfBf16Weights, NewValuesInTheSameBuffersArePackedAgain) {
       h.s.refresh();
     }
     if (round == 2) h.s.key_lengths = {333};  // the last tile shorter: another tag
-    Expected e = expect(h.s);
+    const Expected e = expect_bf16_weights(h.s);
     ASSERT_TRUE(e.oracle_issue.empty()) << e.oracle_issue;
-    widen_tolerance(h.s, e);
-    add_weight_rounding(h.s, e);
     for (int threads : {1, 2}) {
       Outputs o = make_outputs(c);
       run_half(h, o, threads, true);
       EXPECT_TRUE(compare(h.s, e, read(o), false, false)) << "round " << round << " threads " << threads;
     }
+  }
+}
+
+// A causal block's last tile is shorter than the same tile in the blocks after it; the tile's V
+// pairs are packed once to its full extent and shared, except for an odd tile length (Nk = Nq + 1
+// below: every block's last tile), packed alone because its pair past the end reads the next row
+// with weight 0 and that row must be zero. Within the weights' rounding on clean values; then
+// with NaN in the whole row of V at key j (inside tiles that earlier blocks read in part; 449 is
+// the row just past an odd last tile), or in one component of K's row j, rows that do not see j
+// keep their values and the rows that do are NaN, on 1 and 2 threads.
+TEST(HalfBf16Weights, CausalBlocksShareTheirValuePairs) {
+  const auto& all = targets();
+  if (std::find(all.begin(), all.end(), "AVX3_BF16") == all.end()) GTEST_SKIP() << "no AVX512_BF16 on this CPU";
+  PinTarget pin("AVX3_BF16");
+  for (const I64 Nq : {I64(700), I64(699)}) {
+    const I64 Nk = 700;
+    Case c = make({1, 2, 1, Nq, Nk, 64, 48});
+    c.causal = true;
+    c.name = "bf16w_causal_shared_pairs_q" + std::to_string(Nq);
+    const HalfInputs clean = build_half(c, seed_of(c.name), Dtype::bf16);
+    const Expected e = expect_bf16_weights(clean.s);
+    ASSERT_TRUE(e.oracle_issue.empty()) << e.oracle_issue;
+    for (int threads : {1, 2}) {
+      Outputs o = make_outputs(c);
+      run_half(clean, o, threads, true);
+      EXPECT_TRUE(compare(clean.s, e, read(o), false, false)) << c.name << ", clean, threads " << threads;
+    }
+    const std::uint16_t nan16 = jomoim::half_from_float(std::numeric_limits<float>::quiet_NaN(), Dtype::bf16);
+    for (const I64 j : {I64(449), I64(300), I64(513)})
+      for (const bool in_k : {false, true}) {
+        HalfInputs h = clean;
+        if (in_k) {  // one component of the key: NaN scores, NaN weights (not rounded to a number)
+          h.k.buf[std::size_t(h.s.k.offset({0, 0, j, 5}))] = nan16;
+        } else {
+          for (I64 d = 0; d < c.n.Dv; ++d) h.v.buf[std::size_t(h.s.v.offset({0, 0, j, d}))] = nan16;
+        }
+        for (int threads : {1, 2}) {
+          Outputs o = make_outputs(c);
+          run_half(h, o, threads, true);
+          const F32Result got = read(o);
+          I64 wrong = 0, first = -1;
+          for (I64 row = 0; row < clean.s.rows(); ++row) {
+            const bool sees = row % Nq + (Nk - Nq) >= j;
+            for (I64 x = 0; x < c.n.Dv; ++x) {
+              const std::size_t at = std::size_t(row * c.n.Dv + x);
+              const bool ok = sees ? std::isnan(got.out[at])
+                                   : std::fabs(double(got.out[at]) - e.ref.out[at]) <= e.tol_out[std::size_t(row)];
+              if (!ok && wrong++ == 0) first = row;
+            }
+          }
+          EXPECT_EQ(wrong, 0) << c.name << ", NaN " << (in_k ? "key" : "values") << " at " << j << ", threads "
+                              << threads << ": first wrong row " << first;
+        }
+      }
   }
 }
 

@@ -50,10 +50,12 @@ JOMOIM_BF16_TARGET inline void step(__m512 (&acc)[MR][NV], const std::uint16_t* 
   }
 }
 
-// MR x NV accumulators over the whole depth, then times scale into st.
-template <int MR, int NV>
+// MR x NV accumulators over the whole depth, then times scale into st; with kMax, each of the
+// NV vectors of columns' maximum in colmax taken over the MR new rows too.
+template <int MR, int NV, bool kMax>
 JOMOIM_BF16_TARGET inline void micro(const std::uint16_t* k, std::ptrdiff_t ldk, const std::uint32_t* qp,
-                                     std::size_t ldq, float* st, std::size_t ldst, std::size_t depth, float scale) {
+                                     std::size_t ldq, float* st, std::size_t ldst, std::size_t depth, float scale,
+                                     float* colmax) {
   __m512 acc[MR][NV];
 #pragma GCC unroll 8
   for (int r = 0; r < MR; ++r)
@@ -66,30 +68,57 @@ JOMOIM_BF16_TARGET inline void micro(const std::uint16_t* k, std::ptrdiff_t ldk,
 #pragma GCC unroll 8
   for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 8
-    for (int x = 0; x < NV; ++x) _mm512_store_ps(st + r * ldst + 16 * x, _mm512_mul_ps(acc[r][x], s));
+    for (int x = 0; x < NV; ++x) {
+      acc[r][x] = _mm512_mul_ps(acc[r][x], s);
+      _mm512_store_ps(st + r * ldst + 16 * x, acc[r][x]);
+    }
+  if constexpr (kMax) {
+#pragma GCC unroll 8
+    for (int x = 0; x < NV; ++x) {
+      __m512 m = _mm512_load_ps(colmax + 16 * x);
+#pragma GCC unroll 8
+      for (int r = 0; r < MR; ++r) m = _mm512_max_ps(m, acc[r][x]);  // a NaN score may or may not stay
+      _mm512_store_ps(colmax + 16 * x, m);
+    }
+  }
 }
 
-template <int MR>
+template <int MR, bool kMax>
 JOMOIM_BF16_TARGET inline void row_block(const std::uint16_t* k, std::ptrdiff_t ldk, const std::uint32_t* qp,
                                          std::size_t ldq, std::size_t cols, float* st, std::size_t ldst,
-                                         std::size_t depth, float scale) {
+                                         std::size_t depth, float scale, float* colmax) {
   std::size_t x = 0;
-  for (; x + 64 <= cols; x += 64) micro<MR, 4>(k, ldk, qp + x, ldq, st + x, ldst, depth, scale);
+  for (; x + 64 <= cols; x += 64)
+    micro<MR, 4, kMax>(k, ldk, qp + x, ldq, st + x, ldst, depth, scale, colmax + (kMax ? x : 0));
   if (x + 32 <= cols) {
-    micro<MR, 2>(k, ldk, qp + x, ldq, st + x, ldst, depth, scale);
+    micro<MR, 2, kMax>(k, ldk, qp + x, ldq, st + x, ldst, depth, scale, colmax + (kMax ? x : 0));
     x += 32;
   }
-  if (x < cols) micro<MR, 1>(k, ldk, qp + x, ldq, st + x, ldst, depth, scale);
+  if (x < cols) micro<MR, 1, kMax>(k, ldk, qp + x, ldq, st + x, ldst, depth, scale, colmax + (kMax ? x : 0));
+}
+
+template <bool kMax>
+JOMOIM_BF16_TARGET inline void score_tile(const std::uint16_t* k, std::ptrdiff_t ldk, std::size_t keys,
+                                          const std::uint32_t* qp, std::size_t ldq, std::size_t cols, float* st,
+                                          std::size_t ldst, std::size_t depth, float scale, float* colmax) {
+  if constexpr (kMax)
+    for (std::size_t x = 0; x < cols; x += 16) _mm512_store_ps(colmax + x, _mm512_set1_ps(-__builtin_inff()));
+  std::size_t j = 0;
+  for (; j + 4 <= keys; j += 4)
+    row_block<4, kMax>(k + j * ldk, ldk, qp, ldq, cols, st + j * ldst, ldst, depth, scale, colmax);
+  for (; j < keys; ++j) row_block<1, kMax>(k + j * ldk, ldk, qp, ldq, cols, st + j * ldst, ldst, depth, scale, colmax);
 }
 
 }  // namespace
 
 JOMOIM_BF16_TARGET void score_tile_bf16(const std::uint16_t* k, std::ptrdiff_t ldk, std::size_t keys,
                                         const std::uint32_t* qp, std::size_t ldq, std::size_t cols, float* st,
-                                        std::size_t ldst, std::size_t depth, float scale) {
-  std::size_t j = 0;
-  for (; j + 4 <= keys; j += 4) row_block<4>(k + j * ldk, ldk, qp, ldq, cols, st + j * ldst, ldst, depth, scale);
-  for (; j < keys; ++j) row_block<1>(k + j * ldk, ldk, qp, ldq, cols, st + j * ldst, ldst, depth, scale);
+                                        std::size_t ldst, std::size_t depth, float scale, float* colmax) {
+  if (colmax != nullptr) {
+    score_tile<true>(k, ldk, keys, qp, ldq, cols, st, ldst, depth, scale, colmax);
+  } else {
+    score_tile<false>(k, ldk, keys, qp, ldq, cols, st, ldst, depth, scale, nullptr);
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -207,28 +236,7 @@ JOMOIM_BF16_TARGET void score_rows_bf16(const std::uint16_t* q, std::size_t ldq,
 // ---------------------------------------------------------------------------------------------
 // P·V: weights and values paired along the keys.
 
-JOMOIM_BF16_TARGET void pack_weight_pairs(const float* pt, std::size_t ldpt, std::size_t keys, std::size_t cols,
-                                          std::uint32_t* pp, std::size_t ldp) {
-  // cvtne2ps puts the second operand's 16 bf16 in the low half, the first's in the high half;
-  // the permute interleaves them so lane x holds (row 2t, row 2t + 1) of column x.
-  alignas(64) static constexpr std::uint16_t kInterleave[32] = {0,  16, 1,  17, 2,  18, 3,  19, 4,  20, 5,
-                                                                21, 6,  22, 7,  23, 8,  24, 9,  25, 10, 26,
-                                                                11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
-  const __m512i idx = _mm512_load_si512(kInterleave);
-  const __m512 zero = _mm512_setzero_ps();
-  for (std::size_t t = 0; 2 * t < keys; ++t) {
-    const float* r0 = pt + 2 * t * ldpt;
-    const float* r1 = 2 * t + 1 < keys ? r0 + ldpt : nullptr;
-    std::uint32_t* dst = pp + t * ldp;
-    for (std::size_t x = 0; x < cols; x += 16) {
-      const __m512 a = _mm512_load_ps(r0 + x), b = r1 != nullptr ? _mm512_load_ps(r1 + x) : zero;
-      const __m512i c = (__m512i)_mm512_cvtne2ps_pbh(b, a);
-      _mm512_store_si512(dst + x, _mm512_permutexvar_epi16(idx, c));
-    }
-  }
-}
-
-JOMOIM_BF16_TARGET void pack_value_pairs(const std::uint16_t* v, std::ptrdiff_t ldv, std::size_t keys, std::size_t dv,
+JOMOIM_BF16_TARGET bool pack_value_pairs(const std::uint16_t* v, std::ptrdiff_t ldv, std::size_t keys, std::size_t dv,
                                          std::uint32_t* vw, std::size_t ldw) {
   alignas(64) static constexpr std::uint16_t kLow[32] = {0, 32, 1, 33, 2,  34, 3,  35, 4,  36, 5,  37, 6,  38, 7,  39,
                                                          8, 40, 9, 41, 10, 42, 11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
@@ -236,6 +244,8 @@ JOMOIM_BF16_TARGET void pack_value_pairs(const std::uint16_t* v, std::ptrdiff_t 
                                                           53, 22, 54, 23, 55, 24, 56, 25, 57, 26, 58,
                                                           27, 59, 28, 60, 29, 61, 30, 62, 31, 63};
   const __m512i lo = _mm512_load_si512(kLow), hi = _mm512_load_si512(kHigh);
+  const __m512i exp = _mm512_set1_epi16(0x7F80);  // all exponent bits set: an infinity or a NaN
+  __mmask32 bad = 0;
   for (std::size_t t = 0; 2 * t < keys; ++t) {
     const std::uint16_t* r0 = v + std::ptrdiff_t(2 * t) * ldv;
     const bool pair = 2 * t + 1 < keys;
@@ -244,10 +254,14 @@ JOMOIM_BF16_TARGET void pack_value_pairs(const std::uint16_t* v, std::ptrdiff_t 
       const __mmask32 m = e >= dv ? 0 : first32(dv - e);
       const __m512i a = _mm512_maskz_loadu_epi16(m, r0 + e);
       const __m512i b = pair ? _mm512_maskz_loadu_epi16(m, r0 + ldv + e) : _mm512_setzero_si512();
+      // (masked-off lanes and the missing row are zeros: finite)
+      bad |= _mm512_cmpeq_epi16_mask(_mm512_and_si512(a, exp), exp) |
+             _mm512_cmpeq_epi16_mask(_mm512_and_si512(b, exp), exp);
       _mm512_store_si512(dst + e, _mm512_permutex2var_epi16(a, lo, b));
       _mm512_store_si512(dst + e + 16, _mm512_permutex2var_epi16(a, hi, b));
     }
   }
+  return bad == 0;
 }
 
 JOMOIM_BF16_TARGET bool values_finite_bf16(const std::uint16_t* v, std::ptrdiff_t ldv, std::size_t keys,

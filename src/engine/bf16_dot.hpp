@@ -26,9 +26,12 @@ bool bf16_dot_enabled();
 // st[j * ldst + x] = scale * sum_d k[j * ldk + d] * q(x, d) for j < keys, x < cols (cols a
 // multiple of 16), k in bf16 bits contiguous along d; q packed as bf16 pairs:
 // qp[(d / 2) * ldq + x] holds q(x, d) in its low half and q(x, d + 1) in its high half (zero past
-// depth), 64-byte aligned, ldq a multiple of 16. st rows 64-byte aligned.
+// depth), 64-byte aligned, ldq a multiple of 16. st rows 64-byte aligned. With colmax (64-byte
+// aligned, cols floats), also colmax[x] = max_j st[j * ldst + x] (-inf for no keys; where a column
+// holds a NaN, NaN or the largest number), so the softmax needs no pass of its own for it.
 void score_tile_bf16(const std::uint16_t* k, std::ptrdiff_t ldk, std::size_t keys, const std::uint32_t* qp,
-                     std::size_t ldq, std::size_t cols, float* st, std::size_t ldst, std::size_t depth, float scale);
+                     std::size_t ldq, std::size_t cols, float* st, std::size_t ldst, std::size_t depth, float scale,
+                     float* colmax = nullptr);
 
 // The few query rows of decode (the direct path): s[r * lds + j] = scale * sum_d q[r * ldq + d] *
 // k[j * ldk + d] for r < rows, j < keys. q: rows of bf16 bits zero-padded to a multiple of 32
@@ -40,22 +43,19 @@ void score_rows_bf16(const std::uint16_t* q, std::size_t ldq, std::size_t rows, 
 
 // ---------------------------------------------------------------------------------------------
 // P·V of bf16 values by VDPBF16PS (blocks of many query rows): the weights p (float32, from the
-// softmax) are rounded to bf16 (nearest even, denormals to zero) and paired along the keys with
-// the values, each product exact in float32 and the sums float32. Rounding a weight moves it by
-// at most 2^-8 of itself, so an output moves by at most 2^-8 sum_j p_j |v_j| / l beyond the
+// softmax) are rounded to bf16 (nearest even; denormals read as zero) and paired along the keys
+// with the values, each product exact in float32 and the sums float32. Rounding a weight moves it
+// by at most 2^-8 of itself, so an output moves by at most 2^-8 sum_j p_j |v_j| / l beyond the
 // float32 bound (docs/design.md, "bf16 inputs"; tests/test_attention_half.cpp derives its
-// tolerance from it).
-
-// pp[t * ldp + x] = bf16(pt[2t][x]) | bf16(pt[2t + 1][x]) << 16 for t < (keys + 1) / 2, x < cols,
-// pt's row j at pt + j * ldpt (64-byte aligned, cols a multiple of 16); the pair past an odd
-// `keys` has a zero high half. pp 64-byte aligned, ldp a multiple of 16.
-void pack_weight_pairs(const float* pt, std::size_t ldpt, std::size_t keys, std::size_t cols, std::uint32_t* pp,
-                       std::size_t ldp);
+// tolerance from it). The weights' pairs, pp[t * ldp + x] = bf16(p[2t][x]) | bf16(p[2t + 1][x])
+// << 16 (a zero high half past an odd key count), are written by the softmax itself (PairBf16 in
+// simd_blocks-inl.h).
 
 // vw[t * ldw + e] = v[2t][e] | v[2t + 1][e] << 16 for t < (keys + 1) / 2, e < ldw: v's rows bf16
 // bits contiguous along e, row stride ldv (any sign); zero for e >= dv and in the high half of
-// the pair past an odd `keys`. ldw a multiple of 32 (at least dv), vw 64-byte aligned.
-void pack_value_pairs(const std::uint16_t* v, std::ptrdiff_t ldv, std::size_t keys, std::size_t dv, std::uint32_t* vw,
+// the pair past an odd `keys`. ldw a multiple of 32 (at least dv), vw 64-byte aligned. Returns
+// whether the packed values are all finite (values_finite_bf16 of the same rows).
+bool pack_value_pairs(const std::uint16_t* v, std::ptrdiff_t ldv, std::size_t keys, std::size_t dv, std::uint32_t* vw,
                       std::size_t ldw);
 
 // Whether v's rows [0, keys) hold no infinity or NaN in their first dv elements (row stride ldv).

@@ -575,6 +575,7 @@ struct Tiled {
     float* l;      // running row sum of 2^(score - m) [kBlockQ] (scores in base 2)
     float* alpha;  // per-tile rescale factors [kBlockQ]
     float* ends;   // TileScores' per-row ends of the visible keys in the tile [kBlockQ]
+    float* tmax;   // the tile's maximum score of each row, from the score kernel [kBlockQ]
     size_t dvp;    // Dv rounded up to whole vectors
     size_t cols;   // the block's rows rounded up to whole vectors
     bool direct;   // few rows: score against K rows in place, vectorised over D
@@ -640,7 +641,7 @@ struct Tiled {
     static_assert(kBlockK % 2 == 0);
     b.vw_tile = size_t(kBlockK) / 2 * RoundUp(size_t(s.Dv), 32);
     b.vw_slots = b.bf16pv ? std::clamp<size_t>(kVwCacheBytes / 4 / b.vw_tile, 1, kVwMaxSlots) : 0;
-    float* base = Scratch::for_this_thread().reserve(2 * nq + nk + nv + ns + nacc + nacct + 4 * nm + npp +
+    float* base = Scratch::for_this_thread().reserve(2 * nq + nk + nv + ns + nacc + nacct + 5 * nm + npp +
                                                      b.vw_slots * b.vw_tile);
     b.qt = base;
     b.qp = b.qt + nq;
@@ -653,7 +654,8 @@ struct Tiled {
     b.l = b.m + nm;
     b.alpha = b.l + nm;
     b.ends = b.alpha + nm;
-    b.pp = reinterpret_cast<std::uint32_t*>(b.ends + nm);
+    b.tmax = b.ends + nm;
+    b.pp = reinterpret_cast<std::uint32_t*>(b.tmax + nm);
     b.vw = b.pp + npp;
     return b;
   }
@@ -786,8 +788,13 @@ struct Tiled {
   // and -inf where the key is masked for the row, whatever K holds there (a -inf bias is a
   // select, not an add: -inf + NaN would be NaN). Queries must already be packed. Returns the
   // first key (in the tile) that some row does not see, tl when every row sees the whole tile.
+  // With tile_max, sets *tile_max to each row's maximum score over the tile (buf.tmax, cols
+  // floats) where the score kernel left it and nothing was masked or added after, else nullptr.
   static inline std::int64_t TileScores(const Problem& p, const Rows& rows, std::int64_t t0, std::int64_t tl,
-                                        const Buffers& buf) {
+                                        const Buffers& buf, const float** tile_max = nullptr) {
+    if (tile_max != nullptr) *tile_max = nullptr;
+    // The tiles that stay as scored: every row sees all of it, and no bias.
+    const bool whole = !buf.direct && !p.has_bias && t0 + tl <= rows.min_visible;
     const AttentionShape& s = p.s;
     const std::int64_t D = s.D;
     const std::int64_t koff = rows.b * p.k.strides[0] + rows.g * p.k.strides[1] + t0 * p.k.strides[2];
@@ -818,8 +825,10 @@ struct Tiled {
     }
     if (scored) {
     } else if (buf.bf16dot) {  // VDPBF16PS on K's bf16 rows in place; the scale applied to the sums
+      const bool with_max = whole && tile_max != nullptr;
       score_tile_bf16(p.k16.data + koff, ksn, size_t(tl), reinterpret_cast<const std::uint32_t*>(buf.qt), kBlockQ,
-                      buf.cols, buf.st, kBlockQ, size_t(D), s.scale * kLog2e);
+                      buf.cols, buf.st, kBlockQ, size_t(D), s.scale * kLog2e, with_max ? buf.tmax : nullptr);
+      if (with_max) *tile_max = buf.tmax;
     } else if (buf.direct) {
       ScoreTileDirect(buf.qp, size_t(rows.n), size_t(D), kbase, ksn, size_t(tl), buf.st);
     } else if (ksd == 1) {
@@ -832,7 +841,7 @@ struct Tiled {
     // Bias and masks; in row layout also the padding past tl, so rows are whole vectors. Nothing
     // to do in S^T layout for a tile that every row sees whole, without a bias (otherwise a walk
     // over the block's rows for every tile: 16 K row visits per wide block at N = 4096).
-    if (!buf.direct && !p.has_bias && t0 + tl <= rows.min_visible) return tl;
+    if (whole) return tl;
     const PLayout pl = buf.layout();
     const std::int64_t stop = buf.direct ? kBlockK : tl;
     std::int64_t first_masked = std::clamp<std::int64_t>(rows.min_visible - t0, 0, tl);
@@ -878,39 +887,67 @@ struct Tiled {
   // Online softmax step over one tile of S^T [tl, cols], vectorised across rows:
   //   m' = max(m, max_j s_j),  p_j = 2^(s_j - m'),  l' = l 2^(m - m') + sum_j p_j,
   // leaving P^T in st and the factors 2^(m - m') in alpha. Rows that have seen no unmasked key
-  // keep m = -inf and get p = 0, alpha = 1 (no -inf - -inf).
-  static inline void SoftmaxStep(const Buffers& buf, std::int64_t tl) {
+  // keep m = -inf and get p = 0, alpha = 1 (no -inf - -inf). tile_max (nullable): each row's
+  // max_j s_j, known already (TileScores). pairs (nullable): P^T written there instead, rounded
+  // to bf16 and paired along the keys for P·V by VDPBF16PS (pp of Buffers: row j / 2 holds keys
+  // j and j + 1, a zero high half past an odd tl); l sums the unrounded p.
+  static inline void SoftmaxStep(const Buffers& buf, std::int64_t tl, const float* tile_max, std::uint32_t* pairs) {
+    if (pairs != nullptr) {
+      SoftmaxStep<true>(buf, tl, tile_max, pairs);
+    } else {
+      SoftmaxStep<false>(buf, tl, tile_max, nullptr);
+    }
+  }
+  template <bool kPairs>
+  static inline void SoftmaxStep(const Buffers& buf, std::int64_t tl, const float* tile_max,
+                                 std::uint32_t* HWY_RESTRICT pairs) {
+    float* HWY_RESTRICT st = buf.st;
     const DF df;
+    const hn::RebindToUnsigned<DF> du;
     const size_t L = hn::Lanes(df);
     const VF neg_inf = hn::Set(df, kNegInf);
     for (size_t x = 0; x < buf.cols; x += L) {
       const VF m_old = hn::Load(df, buf.m + x);
-      // Two independent chains each for the maximum and the sum (half the latency-bound length).
-      VF m_a = m_old, m_b = m_old;
-      std::int64_t j = 0;
-      for (; j + 2 <= tl; j += 2) {
-        m_a = hn::Max(m_a, hn::Load(df, buf.st + j * kBlockQ + x));
-        m_b = hn::Max(m_b, hn::Load(df, buf.st + (j + 1) * kBlockQ + x));
+      VF m_new;
+      if (tile_max != nullptr) {
+        m_new = hn::Max(m_old, hn::Load(df, tile_max + x));
+      } else {
+        // Two independent chains each for the maximum and the sum (half the latency-bound length).
+        VF m_a = m_old, m_b = m_old;
+        std::int64_t j = 0;
+        for (; j + 2 <= tl; j += 2) {
+          m_a = hn::Max(m_a, hn::Load(df, st + j * kBlockQ + x));
+          m_b = hn::Max(m_b, hn::Load(df, st + (j + 1) * kBlockQ + x));
+        }
+        if (j < tl) m_a = hn::Max(m_a, hn::Load(df, st + j * kBlockQ + x));
+        m_new = hn::Max(m_a, m_b);
       }
-      if (j < tl) m_a = hn::Max(m_a, hn::Load(df, buf.st + j * kBlockQ + x));
-      const VF m_new = hn::Max(m_a, m_b);
       const auto seen = hn::Ne(m_new, neg_inf);
       const VF shift = hn::IfThenElseZero(seen, m_new);
       VF sum_a = hn::Zero(df), sum_b = hn::Zero(df);
-      for (j = 0; j + 2 <= tl; j += 2) {
-        float* s0 = buf.st + j * kBlockQ + x;
+      std::int64_t j = 0;
+      for (; j + 2 <= tl; j += 2) {
+        float* s0 = st + j * kBlockQ + x;
         float* s1 = s0 + kBlockQ;
         const VF e0 = Exp2NonPositive(df, hn::Sub(hn::Load(df, s0), shift));
         const VF e1 = Exp2NonPositive(df, hn::Sub(hn::Load(df, s1), shift));
-        hn::Store(e0, df, s0);
-        hn::Store(e1, df, s1);
+        if constexpr (kPairs) {
+          hn::Store(PairBf16(df, e0, e1), du, pairs + (j / 2) * kBlockQ + x);
+        } else {
+          hn::Store(e0, df, s0);
+          hn::Store(e1, df, s1);
+        }
         sum_a = hn::Add(sum_a, e0);
         sum_b = hn::Add(sum_b, e1);
       }
       if (j < tl) {
-        float* s0 = buf.st + j * kBlockQ + x;
+        float* s0 = st + j * kBlockQ + x;
         const VF e0 = Exp2NonPositive(df, hn::Sub(hn::Load(df, s0), shift));
-        hn::Store(e0, df, s0);
+        if constexpr (kPairs) {
+          hn::Store(PairBf16(df, e0, hn::Zero(df)), du, pairs + (j / 2) * kBlockQ + x);
+        } else {
+          hn::Store(e0, df, s0);
+        }
         sum_a = hn::Add(sum_a, e0);
       }
       const VF sum = hn::Add(sum_a, sum_b);
@@ -962,14 +999,30 @@ struct Tiled {
     const bool direct_v16 = p.half() && buf.direct && p.v.strides[3] == 1 && size_t(s.Dv) == buf.dvp;
     for (std::int64_t t0 = k0; t0 < k1; t0 += kBlockK) {
       const std::int64_t tl = std::min<std::int64_t>(kBlockK, k1 - t0);
-      const std::int64_t first_masked = TileScores(p, rows, t0, tl, buf);
+      const float* tile_max = nullptr;
+      const std::int64_t first_masked = TileScores(p, rows, t0, tl, buf, &tile_max);
+      const std::int64_t voff = rows.b * p.v.strides[0] + rows.g * p.v.strides[1] + t0 * p.v.strides[2];
+      // bf16pv: P·V by VDPBF16PS where the masked keys' values (if any) are finite; the softmax
+      // then writes the weights as bf16 pairs.
+      const std::uint32_t* vw = nullptr;
+      if (buf.bf16pv) {
+        bool finite = false;
+        vw = ValuePairs(p, p.v16.data + voff, t0, tl, buf, &finite);
+        if (!(first_masked >= tl || finite ||
+              values_finite_bf16(p.v16.data + voff + first_masked * p.v.strides[2], p.v.strides[2],
+                                 size_t(tl - first_masked), size_t(s.Dv))))
+          vw = nullptr;
+      }
       if (buf.direct) {
         SoftmaxStepRows(buf, rows.n);
       } else {
-        SoftmaxStep(buf, tl);
+        SoftmaxStep(buf, tl, tile_max, vw != nullptr ? buf.pp : nullptr);
       }
       // (acc and O^T are rescaled by alpha inside ValueTile and ValueTileT)
-      const std::int64_t voff = rows.b * p.v.strides[0] + rows.g * p.v.strides[1] + t0 * p.v.strides[2];
+      if (vw != nullptr) {
+        ValueTileBf16(p, rows, vw, tl, buf);
+        continue;
+      }
       if (direct_v16 && first_masked >= tl) {
         const std::uint16_t* v16 = p.v16.data + voff;
         if (buf.bf16pvdirect) {
@@ -982,12 +1035,6 @@ struct Tiled {
           ValueTile<F16Row>(buf.st, buf.layout(), size_t(rows.n), v16, p.v.strides[2], size_t(tl), buf.acc, buf.dvp,
                             buf.alpha);
         }
-        continue;
-      }
-      if (buf.bf16pv &&
-          (first_masked >= tl || values_finite_bf16(p.v16.data + voff + first_masked * p.v.strides[2], p.v.strides[2],
-                                                    size_t(tl - first_masked), size_t(s.Dv)))) {
-        ValueTileBf16(p, rows, p.v16.data + voff, t0, tl, buf);
         continue;
       }
       const float* vbase = p.half() ? nullptr : p.v.data + voff;
@@ -1024,28 +1071,47 @@ struct Tiled {
     }
   }
 
-  // P·V of one tile by VDPBF16PS (bf16pv): P^T in st rounded and paired, V's tile paired, then
-  // into acc (row layout) or O^T, rescaled by alpha on the way, as ValueTile / ValueTileT do.
-  static inline void ValueTileBf16(const Problem& p, const Rows& rows, const std::uint16_t* v, std::int64_t t0,
-                                   std::int64_t tl, const Buffers& buf) {
-    const size_t Dv = size_t(p.s.Dv), ldw = RoundUp(Dv, 32), pairs = size_t(tl + 1) / 2;
-    // The slot's tag: this call, this tile's first V row, its length, and the slot's address
-    // (a grown scratch buffer holds none of the old contents).
+  // V's tile [t0, t0 + tl) as bf16 pairs for P·V by VDPBF16PS (bf16pv), from the thread's cache
+  // of packed tiles or packed now; *finite says whether the packed rows (at least tl of them)
+  // hold no infinity or NaN.
+  static inline const std::uint32_t* ValuePairs(const Problem& p, const std::uint16_t* v, std::int64_t t0,
+                                                std::int64_t tl, const Buffers& buf, bool* finite) {
+    // The slot's tag: this call, this tile's first V row, how many rows are packed, whether they
+    // are finite, and the slot's address (a grown scratch buffer holds none of the old contents).
     struct Tag {
       std::uint64_t call = 0;
       const std::uint16_t* v = nullptr;
-      std::int64_t tl = 0;
+      std::int64_t rows = 0;
+      bool finite = false;
       const std::uint32_t* at = nullptr;
     };
     static thread_local Tag tags[kVwMaxSlots];
     const size_t slot = size_t(t0 / kBlockK) % buf.vw_slots;
     std::uint32_t* vw = buf.vw + slot * buf.vw_tile;
     Tag& tag = tags[slot];
-    if (tag.call != p.call_id || tag.v != v || tag.tl != tl || tag.at != vw) {
-      pack_value_pairs(v, p.v.strides[2], size_t(tl), Dv, vw, ldw);
-      tag = {p.call_id, v, tl, vw};
+    // A tile is packed to its full extent in V (kBlockK rows, fewer at the end), so that a
+    // causal block's shorter last tile and the longer ones of the blocks after it share one
+    // packing (1 x 12 x 2048 x 64 causal: each tile packed once instead of four times). A
+    // shorter tile reads the pairs up to row 2 * pairs - 1, which for an odd tl is the row past
+    // it, weighted 0: that row is packed as zero only in a packing of exactly tl rows.
+    const bool fits =
+        tag.call == p.call_id && tag.v == v && tag.at == vw && (tag.rows == tl || (tag.rows > tl && tl % 2 == 0));
+    if (!fits) {
+      const std::int64_t packed = tl % 2 == 0 ? std::min<std::int64_t>(kBlockK, p.s.Nk - t0) : tl;
+      const bool all_finite =
+          pack_value_pairs(v, p.v.strides[2], size_t(packed), size_t(p.s.Dv), vw, RoundUp(size_t(p.s.Dv), 32));
+      tag = {p.call_id, v, packed, all_finite, vw};
     }
-    pack_weight_pairs(buf.st, kBlockQ, size_t(tl), buf.cols, buf.pp, kBlockQ);
+    *finite = tag.finite;
+    return vw;
+  }
+
+  // P·V of one tile by VDPBF16PS (bf16pv): the weights' bf16 pairs in pp (SoftmaxStep), V's tile
+  // paired (vw, from ValuePairs), into acc (row layout) or O^T, rescaled by alpha on the way, as
+  // ValueTile / ValueTileT do.
+  static inline void ValueTileBf16(const Problem& p, const Rows& rows, const std::uint32_t* vw, std::int64_t tl,
+                                   const Buffers& buf) {
+    const size_t Dv = size_t(p.s.Dv), ldw = RoundUp(Dv, 32), pairs = size_t(tl + 1) / 2;
     if (buf.values_transposed()) {
       value_cols_bf16(vw, ldw, Dv, buf.pp, kBlockQ, buf.cols, pairs, buf.acct, kBlockQ, buf.alpha);
     } else {

@@ -1,7 +1,7 @@
 // simd_blocks-inl.h — SIMD building blocks shared by the engine's kernels (internal): what the
 // kernels know about the target they are compiled for (the one place that names Highway
-// targets), the exponential of the online softmax, the four-at-once lane sums and float64 row
-// sums. Included
+// targets), the exponential of the online softmax, bf16 rounding into VDPBF16PS's pairs, the
+// four-at-once lane sums and float64 row sums. Included
 // once per Highway target by each kernel file (after <hwy/highway.h>, inside no namespace),
 // like Highway's own -inl.h headers: the guard below toggles with HWY_TARGET_TOGGLE.
 #if defined(JOMOIM_ENGINE_SIMD_BLOCKS_INL_H_) == defined(HWY_TARGET_TOGGLE)
@@ -74,6 +74,24 @@ HWY_INLINE VF Exp2NonPositive(DF df, VF x) {
   p = hn::MulAdd(p, f, hn::Set(df, 1.0f));
   const auto e = hn::ShiftLeft<23>(hn::BitCast(di, shifted));
   return hn::BitCast(df, hn::Add(hn::BitCast(di, p), e));
+}
+
+// Two vectors rounded to bf16 (nearest even) and paired lane by lane: lane i holds bf16(a[i]) in
+// its low 16 bits and bf16(b[i]) in its high 16 bits, the layout VDPBF16PS multiplies (what
+// VCVTNE2PS2BF16 and an interleave give, which the Highway targets cannot emit; bf16_dot.hpp).
+// Rounding adds 0x7FFF plus the kept part's lowest bit and drops the low half. Denormals stay
+// denormal where VCVTNE2PS2BF16 flushes them to zero; VDPBF16PS reads them as zero either way.
+// A NaN is not guarded: a carry can make it an infinity or a zero. The softmax's weights are
+// NaN only in a row whose sum is NaN too, which makes that row's output NaN whatever P·V adds.
+HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> PairBf16(DF df, VF a, VF b) {
+  const hn::RebindToUnsigned<DF> du;
+  const auto round = [&](VF x) {
+    const auto bits = hn::BitCast(du, x);
+    const auto lsb = hn::And(hn::ShiftRight<16>(bits), hn::Set(du, 1u));
+    return hn::Add(hn::Add(bits, hn::Set(du, 0x7FFFu)), lsb);
+  };
+  (void)df;
+  return hn::Or(hn::ShiftRight<16>(round(a)), hn::And(round(b), hn::Set(du, 0xFFFF0000u)));
 }
 
 // Lane sums of four vectors at once, in the four lanes of a 128-bit vector: two levels of
