@@ -86,21 +86,20 @@ void GeluTanhBackward(const float* x, const float* dy, float* dx, size_t n) {
   for (; i < n; ++i) dx[i] = dy[i] * GeluGradScalar(x[i]);
 }
 
-// bf16_from_float on whole vectors: nearest, ties to even (add 0x7FFF plus the kept part's
-// lowest bit, keep the high half); a NaN keeps its high half with the quiet bit set.
+// bf16_from_float on whole vectors: nearest, ties to even (RoundedBf16Bits, simd_blocks-inl.h,
+// keeping the high half); a NaN keeps its high half with the quiet bit set.
 void RoundToBf16(const float* x, std::uint16_t* out, size_t n) {
   const hn::ScalableTag<float> df;
   const hn::RebindToUnsigned<decltype(df)> du;
   const hn::RebindToSigned<decltype(df)> di;
   const hn::Rebind<std::uint16_t, decltype(di)> d16;
   const size_t N = hn::Lanes(df);
-  const auto one = hn::Set(du, 1u), bias = hn::Set(du, 0x7FFFu), quiet = hn::Set(du, 0x40u);
+  const auto quiet = hn::Set(du, 0x40u);
   size_t i = 0;
   for (; i + N <= n; i += N) {
     const auto v = hn::LoadU(df, x + i);
-    const auto u = hn::BitCast(du, v);
-    const auto high = hn::ShiftRight<16>(u);
-    const auto rounded = hn::ShiftRight<16>(hn::Add(u, hn::Add(bias, hn::And(high, one))));
+    const auto high = hn::ShiftRight<16>(hn::BitCast(du, v));
+    const auto rounded = hn::ShiftRight<16>(detail::HWY_NAMESPACE::RoundedBf16Bits(v));
     const auto bits = hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(v)), hn::Or(high, quiet), rounded);
     // Every lane is below 2^16, so the saturating narrowing keeps it as it is.
     hn::StoreU(hn::DemoteTo(d16, hn::BitCast(di, bits)), d16, out + i);

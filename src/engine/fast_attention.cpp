@@ -944,7 +944,7 @@ struct Tiled {
         const VF e0 = Exp2NonPositive(df, hn::Sub(hn::Load(df, s0), shift));
         const VF e1 = Exp2NonPositive(df, hn::Sub(hn::Load(df, s1), shift));
         if constexpr (kPairs) {
-          hn::Store(PairBf16(df, e0, e1), du, pairs + (j / 2) * kBlockQ + x);
+          hn::Store(PairBf16(e0, e1), du, pairs + (j / 2) * kBlockQ + x);
         } else {
           hn::Store(e0, df, s0);
           hn::Store(e1, df, s1);
@@ -956,7 +956,7 @@ struct Tiled {
         float* s0 = st + j * kBlockQ + x;
         const VF e0 = Exp2NonPositive(df, hn::Sub(hn::Load(df, s0), shift));
         if constexpr (kPairs) {
-          hn::Store(PairBf16(df, e0, hn::Zero(df)), du, pairs + (j / 2) * kBlockQ + x);
+          hn::Store(PairBf16(e0, hn::Zero(df)), du, pairs + (j / 2) * kBlockQ + x);
         } else {
           hn::Store(e0, df, s0);
         }

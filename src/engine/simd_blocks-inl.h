@@ -76,22 +76,24 @@ HWY_INLINE VF Exp2NonPositive(DF df, VF x) {
   return hn::BitCast(df, hn::Add(hn::BitCast(di, p), e));
 }
 
-// Two vectors rounded to bf16 (nearest even) and paired lane by lane: lane i holds bf16(a[i]) in
-// its low 16 bits and bf16(b[i]) in its high 16 bits, the layout VDPBF16PS multiplies (what
-// VCVTNE2PS2BF16 and an interleave give, which the Highway targets cannot emit; bf16_dot.hpp).
-// Rounding adds 0x7FFF plus the kept part's lowest bit and drops the low half. Denormals stay
-// denormal where VCVTNE2PS2BF16 flushes them to zero; VDPBF16PS reads them as zero either way.
-// A NaN is not guarded: a carry can make it an infinity or a zero. The softmax's weights are
-// NaN only in a row whose sum is NaN too, which makes that row's output NaN whatever P·V adds.
-HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> PairBf16(DF df, VF a, VF b) {
+// x's bits with bf16 rounding applied (nearest, ties to even): 0x7FFF plus the kept part's
+// lowest bit added, so the high 16 bits are bf16(x) for every number (overflow gives an
+// infinity). A NaN is not guarded: a carry can make it an infinity or a zero.
+HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> RoundedBf16Bits(VF x) {
   const hn::RebindToUnsigned<DF> du;
-  const auto round = [&](VF x) {
-    const auto bits = hn::BitCast(du, x);
-    const auto lsb = hn::And(hn::ShiftRight<16>(bits), hn::Set(du, 1u));
-    return hn::Add(hn::Add(bits, hn::Set(du, 0x7FFFu)), lsb);
-  };
-  (void)df;
-  return hn::Or(hn::ShiftRight<16>(round(a)), hn::And(round(b), hn::Set(du, 0xFFFF0000u)));
+  const auto bits = hn::BitCast(du, x);
+  return hn::Add(bits, hn::Add(hn::Set(du, 0x7FFFu), hn::And(hn::ShiftRight<16>(bits), hn::Set(du, 1u))));
+}
+
+// Two vectors rounded to bf16 (RoundedBf16Bits) and paired lane by lane: lane i holds bf16(a[i])
+// in its low 16 bits and bf16(b[i]) in its high 16 bits, the layout VDPBF16PS multiplies (what
+// VCVTNE2PS2BF16 and an interleave give, which the Highway targets cannot emit; bf16_dot.hpp).
+// Denormals stay denormal where VCVTNE2PS2BF16 flushes them to zero; VDPBF16PS reads them as
+// zero either way. NaN unguarded: the softmax's weights are NaN only in a row whose sum is NaN
+// too, which makes that row's output NaN whatever P·V adds.
+HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> PairBf16(VF a, VF b) {
+  const hn::RebindToUnsigned<DF> du;
+  return hn::Or(hn::ShiftRight<16>(RoundedBf16Bits(a)), hn::And(RoundedBf16Bits(b), hn::Set(du, 0xFFFF0000u)));
 }
 
 // Lane sums of four vectors at once, in the four lanes of a 128-bit vector: two levels of
