@@ -21,6 +21,11 @@ namespace {
 // Masks of the first n lanes (all of them for n >= the width): a last partial chunk.
 inline __mmask32 first32(std::size_t n) { return n >= 32 ? ~__mmask32(0) : (__mmask32(1) << n) - 1; }
 inline __mmask16 first16(std::size_t n) { return n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1); }
+// The lanes of 32 bf16 values that are an infinity or a NaN (all exponent bits set).
+JOMOIM_BF16_TARGET inline __mmask32 nonfinite32(__m512i x) {
+  const __m512i exp = _mm512_set1_epi16(0x7F80);
+  return _mm512_cmpeq_epi16_mask(_mm512_and_si512(x, exp), exp);
+}
 
 // A prefetch of rows streamed once, into L2: the policy of PrefetchStream (simd_blocks-inl.h),
 // which this file, outside Highway's per-target compilation, cannot include.
@@ -250,7 +255,6 @@ JOMOIM_BF16_TARGET bool pack_value_pairs(const std::uint16_t* v, std::ptrdiff_t 
                                                           53, 22, 54, 23, 55, 24, 56, 25, 57, 26, 58,
                                                           27, 59, 28, 60, 29, 61, 30, 62, 31, 63};
   const __m512i lo = _mm512_load_si512(kLow), hi = _mm512_load_si512(kHigh);
-  const __m512i exp = _mm512_set1_epi16(0x7F80);  // all exponent bits set: an infinity or a NaN
   __mmask32 bad = 0;
   for (std::size_t t = 0; 2 * t < keys; ++t) {
     const std::uint16_t* r0 = v + std::ptrdiff_t(2 * t) * ldv;
@@ -265,8 +269,7 @@ JOMOIM_BF16_TARGET bool pack_value_pairs(const std::uint16_t* v, std::ptrdiff_t 
       const __m512i a = _mm512_maskz_loadu_epi16(m, r0 + e);
       const __m512i b = pair ? _mm512_maskz_loadu_epi16(m, r0 + ldv + e) : _mm512_setzero_si512();
       // (masked-off lanes and the missing row are zeros: finite)
-      bad |= _mm512_cmpeq_epi16_mask(_mm512_and_si512(a, exp), exp) |
-             _mm512_cmpeq_epi16_mask(_mm512_and_si512(b, exp), exp);
+      bad |= nonfinite32(a) | nonfinite32(b);
       _mm512_store_si512(dst + e, _mm512_permutex2var_epi16(a, lo, b));
       _mm512_store_si512(dst + e + 16, _mm512_permutex2var_epi16(a, hi, b));
     }
@@ -276,14 +279,10 @@ JOMOIM_BF16_TARGET bool pack_value_pairs(const std::uint16_t* v, std::ptrdiff_t 
 
 JOMOIM_BF16_TARGET bool values_finite_bf16(const std::uint16_t* v, std::ptrdiff_t ldv, std::size_t keys,
                                            std::size_t dv) {
-  const __m512i exp = _mm512_set1_epi16(0x7F80);  // all exponent bits set: an infinity or a NaN
   __mmask32 bad = 0;
   for (std::size_t j = 0; j < keys; ++j)
-    for (std::size_t e = 0; e < dv; e += 32) {
-      const __mmask32 m = first32(dv - e);
-      const __m512i x = _mm512_maskz_loadu_epi16(m, v + std::ptrdiff_t(j) * ldv + e);
-      bad |= _mm512_mask_cmpeq_epi16_mask(m, _mm512_and_si512(x, exp), exp);
-    }
+    for (std::size_t e = 0; e < dv; e += 32)  // (masked-off lanes load as zeros: finite)
+      bad |= nonfinite32(_mm512_maskz_loadu_epi16(first32(dv - e), v + std::ptrdiff_t(j) * ldv + e));
   return bad == 0;
 }
 
