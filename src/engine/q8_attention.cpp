@@ -58,6 +58,13 @@ HWY_INLINE VF Widen(const std::int8_t* HWY_RESTRICT values, VF scale) { return h
 
 // Vectors of value columns whose accumulators stay in registers for all R rows of P·V.
 constexpr std::size_t kValueAccumulators = kManyRegisters ? 16 : 8;
+// Keys a part of P·V goes through before its next column slice, where a V row takes several.
+// On AVX-512 four rows take a V row of 128 in two slices: with a whole tile a part, the second
+// slice's lines (a tile's V rows are 32 KB beside K's) came back from L2, and grouped q8 decode
+// from memory read K and V at about two thirds of float32's rate; in halves, with the first
+// slice prefetching whole rows (PrefetchSpan), 0.85x the time (B 64, 8 K/V heads, 4096 keys,
+// 2 threads, a Zen 5; the same from L3). The 16-register targets measured no faster that way.
+constexpr std::int64_t kValueSubTile = kManyRegisters ? kQ8Tile / 2 : kQ8Tile;
 
 // A four-row group's query on the AMX-INT8 tiles (group r0 / 4 of an item's rows): its pieces
 // and column scales (amx_q8_prepare), ready when ok[group]; cbuf holds C's sums.
@@ -283,14 +290,11 @@ struct Kernel {
     if constexpr (C > 1)
       if (e0 < p.s.Dv) ValueRows<R, kMode, C / 2>(rows, P, r0, t0, tl, acc, e0);
   }
-  // How much of each V row a column slice starting at e0 (width values wide) prefetches: on
-  // AVX-512 its own part; on the 16-register targets, whose slices are narrower (one row: two
-  // slices at Dv 128), the first slice the whole row and the others none, as fast_attention's
-  // decode does (7167754).
-  std::int64_t PrefetchSpan(std::int64_t e0, std::int64_t width) const {
-    if constexpr (kManyRegisters) return width;
-    return e0 == 0 ? p.s.Dv : 0;
-  }
+  // How much of each V row a column slice starting at e0 prefetches: the first slice the whole
+  // row and the others none, as fast_attention's decode does (7167754). On AVX-512 each slice
+  // took its own part until four rows' two slices at Dv 128 measured slower from memory that way
+  // (kValueSubTile).
+  std::int64_t PrefetchSpan(std::int64_t e0, std::int64_t /*width*/) const { return e0 == 0 ? p.s.Dv : 0; }
 
   template <std::size_t R, std::size_t C, ScaleMode kMode>
   void ValueColumns(const Rows& rows, const float* P, std::int64_t r0, std::int64_t t0, std::int64_t tl, float* acc,
@@ -519,9 +523,15 @@ struct Kernel {
       }
       // The mode a constant in each ByRows loop: one loop choosing per row group measured 5-15 %
       // slower on a Zen 5, AVX2 and AVX-512 alike.
+      // Where a V row takes several column slices, P·V goes through the tile in parts of
+      // kValueSubTile keys, each part through all the slices.
       const auto value_rows = [&](auto kMode, const float* P) {
         ByRows(rows.n, [&](std::int64_t r0, auto R) {
-          ValueRows<decltype(R)::value, decltype(kMode)::value>(rows, P, r0, t0, tl, acc);
+          constexpr std::size_t kR = decltype(R)::value;
+          const std::int64_t part =
+              std::int64_t(std::max<std::size_t>(1, kValueAccumulators / kR) * L) < p.s.Dv ? kValueSubTile : tl;
+          for (std::int64_t s0 = 0; s0 < tl; s0 += part)
+            ValueRows<kR, decltype(kMode)::value>(rows, P + s0, r0, t0 + s0, std::min(part, tl - s0), acc);
         });
       };
       if (mode == kPlanes)
