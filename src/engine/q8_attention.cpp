@@ -282,7 +282,10 @@ struct Kernel {
   // acc[r] += sum_j P[r][j] v_j for R rows from r0, from column e0 on: C vectors of value
   // columns at a time (R * C accumulators in registers, each V vector widened once for the R
   // rows), then C / 2, ..., 1 for the rest.
-  template <std::size_t R, ScaleMode kMode, std::size_t C = std::max<std::size_t>(1, kValueAccumulators / R)>
+  // Value vectors a column slice of R rows takes at once (R * that accumulators in registers).
+  static constexpr std::size_t SliceVectors(std::size_t R) { return std::max<std::size_t>(1, kValueAccumulators / R); }
+
+  template <std::size_t R, ScaleMode kMode, std::size_t C = SliceVectors(R)>
   void ValueRows(const Rows& rows, const float* P, std::int64_t r0, std::int64_t t0, std::int64_t tl, float* acc,
                  std::int64_t e0 = 0) const {
     const std::int64_t step = std::int64_t(C * L);
@@ -294,7 +297,7 @@ struct Kernel {
   // row and the others none, as fast_attention's decode does (7167754). On AVX-512 each slice
   // took its own part until four rows' two slices at Dv 128 measured slower from memory that way
   // (kValueSubTile).
-  std::int64_t PrefetchSpan(std::int64_t e0, std::int64_t /*width*/) const { return e0 == 0 ? p.s.Dv : 0; }
+  std::int64_t PrefetchSpan(std::int64_t e0) const { return e0 == 0 ? p.s.Dv : 0; }
 
   template <std::size_t R, std::size_t C, ScaleMode kMode>
   void ValueColumns(const Rows& rows, const float* P, std::int64_t r0, std::int64_t t0, std::int64_t tl, float* acc,
@@ -332,7 +335,7 @@ struct Kernel {
       // per-token-per-head layout): one multiplication per key.
       if (bi[C - 1] == bi[0]) return ValueColumnsOneRow<C, C>(rows, P, r0, t0, tl, acc, e0, a, bi);
     }
-    const std::int64_t prefetch = PrefetchSpan(e0, std::int64_t(C * L));
+    const std::int64_t prefetch = PrefetchSpan(e0);
     // The read-ahead distances, out of the key loop (the scales' one divided once, not per key).
     const std::int64_t v_ahead = plan.prefetch_for<R>() * p.s.Dv, vs_ahead = plan.prefetch_for<R>() * (p.s.Dv / block);
     for (std::int64_t j = 0; j < tl; ++j) {
@@ -372,7 +375,7 @@ struct Kernel {
 #pragma GCC unroll 16
       for (std::size_t r = 0; r < R; ++r)
         w[g][r] = planes + bi[g * Per] * kPlaneFloats + (r0 + std::int64_t(r)) * kQ8Tile;
-    const std::int64_t prefetch = PrefetchSpan(e0, std::int64_t(C * L));
+    const std::int64_t prefetch = PrefetchSpan(e0);
     const std::int64_t v_ahead = plan.prefetch_for<R>() * p.s.Dv;
     for (std::int64_t j = 0; j < tl; ++j) {
       const std::int8_t* vv = VRow(rows, t0 + j) + e0;
@@ -403,7 +406,7 @@ struct Kernel {
                           float* acc, std::int64_t e0, VF (&a)[1][C], const std::int64_t (&bi)[C]) const {
     const DF df;
     constexpr std::size_t step = C < NV ? C : NV;
-    const std::int64_t prefetch = PrefetchSpan(e0, std::int64_t(C * L));
+    const std::int64_t prefetch = PrefetchSpan(e0);
     const std::int64_t v_ahead = plan.prefetch_one_row * p.s.Dv,
                        vs_ahead = plan.prefetch_one_row * (p.s.Dv / qp.v.block);
     for (std::int64_t j = 0; j < tl; ++j) {
@@ -529,7 +532,7 @@ struct Kernel {
         ByRows(rows.n, [&](std::int64_t r0, auto R) {
           constexpr std::size_t kR = decltype(R)::value;
           const std::int64_t part =
-              std::int64_t(std::max<std::size_t>(1, kValueAccumulators / kR) * L) < p.s.Dv ? kValueSubTile : tl;
+              std::int64_t(SliceVectors(kR) * L) < p.s.Dv ? kValueSubTile : tl;
           for (std::int64_t s0 = 0; s0 < tl; s0 += part)
             ValueRows<kR, decltype(kMode)::value>(rows, P + s0, r0, t0 + s0, std::min(part, tl - s0), acc);
         });
