@@ -531,8 +531,7 @@ struct Kernel {
       const auto value_rows = [&](auto kMode, const float* P) {
         ByRows(rows.n, [&](std::int64_t r0, auto R) {
           constexpr std::size_t kR = decltype(R)::value;
-          const std::int64_t part =
-              std::int64_t(SliceVectors(kR) * L) < p.s.Dv ? kValueSubTile : tl;
+          const std::int64_t part = std::int64_t(SliceVectors(kR) * L) < p.s.Dv ? kValueSubTile : tl;
           for (std::int64_t s0 = 0; s0 < tl; s0 += part)
             ValueRows<kR, decltype(kMode)::value>(rows, P + s0, r0, t0 + s0, std::min(part, tl - s0), acc);
         });
