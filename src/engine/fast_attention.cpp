@@ -429,7 +429,7 @@ struct Tiled {
       // What of each V row to prefetch: the first slice the whole row (7167754), except float32
       // rows on AVX-512, where each slice its own part. 16-bit rows on AVX-512 took their parts
       // too until four rows' two slices (a 256-byte bf16 row at Dv = 128, two lines each) measured
-      // 0.80-0.87x the time with the whole row prefetched first (grouped decode from memory, Zen 5;
+      // 0.79-0.87x the time with the whole row prefetched first (grouped decode from memory, Zen 5;
       // float32 rows: no difference, BENCHMARKS.md "Grouped 16-bit decode from memory").
       const size_t prefetch = kManyRegisters && std::is_same_v<Rd, F32Row> ? NV * L : x == 0 ? dvp : 0;
       ValueMicro<MR, NV, kStream, Rd>(pt, pl, v + x, ldv, keys, o + x, dvp, oscale, prefetch);
