@@ -477,7 +477,17 @@ struct Tiled {
     // columns, so each V row is read in one pass instead of kRowNV-vector slices (at Dv = 128 on
     // AVX-512, one pass instead of two).
     if constexpr (kRowMR == 6 && kRowNV == 2) {
-      if (r + 4 <= rows) block(Size<4>(), Size<2>());
+      // Four rows of the direct path (grouped-query decode: a K/V head's four query heads) in
+      // slices of three vectors: twelve independent FMA chains a key instead of eight (AVX2
+      // pinned, a Zen 5, H32/Hkv8, 4096 keys: float32, bf16 and f16 0.91-0.94x the time from
+      // L3; from memory float32 0.96x, f16 0.91x, bf16 level; bench/NOTES.md, "Grouped decode
+      // on AVX2 with twelve accumulators").
+      if (r + 4 <= rows) {
+        if (rows <= std::size_t(kDirectRows))
+          block(Size<4>(), Size<3>());
+        else
+          block(Size<4>(), Size<2>());
+      }
       if (r + 2 <= rows) block(Size<2>(), Size<4>());
       if (r < rows) block(Size<1>(), Size<8>());
     } else {
