@@ -331,7 +331,12 @@ struct Tiled {
         for (size_t d = 0; d < whole; d += L) {
           const VF kv0 = Rd::Load(k0 + d), kv1 = Rd::Load(k1 + d);
           for (size_t r = 0; r < R; ++r) {
-            const VF qv = hn::LoadU(df, q + r * ldq + d);
+            VF qv = hn::LoadU(df, q + r * ldq + d);
+            // Four rows on the 16-register targets: the query vector loaded once for both keys,
+            // not folded into each FMA (6 loads per 8 FMAs instead of 10). AVX2 pinned, a Zen 5,
+            // H32/Hkv8, 1,024 and 4,096 keys, five A/B runs: float32 0.90-0.98x the time, bf16
+            // 0.85-1.00x, f16 0.82-0.91x (bench/NOTES.md, "Grouped decode on AVX2 ...").
+            if constexpr (!kManyRegisters && R == 4) KeepInRegister(qv);
             a0[r] = hn::MulAdd(qv, kv0, a0[r]);
             a1[r] = hn::MulAdd(qv, kv1, a1[r]);
           }

@@ -1,7 +1,7 @@
 // simd_blocks-inl.h — SIMD building blocks shared by the engine's kernels (internal): what the
 // kernels know about the target they are compiled for (the one place that names Highway
 // targets), the exponential of the online softmax, bf16 rounding into VDPBF16PS's pairs, the
-// four-at-once lane sums and float64 row sums. Included
+// four-at-once lane sums, float64 row sums and a register pin against GCC's load folding. Included
 // once per Highway target by each kernel file (after <hwy/highway.h>, inside no namespace),
 // like Highway's own -inl.h headers: the guard below toggles with HWY_TARGET_TOGGLE.
 #if defined(JOMOIM_ENGINE_SIMD_BLOCKS_INL_H_) == defined(HWY_TARGET_TOGGLE)
@@ -45,6 +45,17 @@ constexpr bool kMaxReturnsSecondNaN = !(HWY_TARGET == HWY_EMU128 || HWY_TARGET =
 template <typename T>
 HWY_INLINE void PrefetchStream(const T* p) {
   __builtin_prefetch(p, 0, 2);
+}
+
+// Keeps v in a register from here on: GCC otherwise folds a vector loaded once and used by
+// several FMAs into each FMA's memory operand, one load per use (an empty asm that says it
+// reads and writes v; no instruction is emitted).
+HWY_INLINE void KeepInRegister(VF& v) {
+#if HWY_ARCH_X86 && HWY_TARGET != HWY_SCALAR && HWY_TARGET != HWY_EMU128
+  asm("" : "+x"(v.raw));
+#else
+  (void)v;
+#endif
 }
 
 // 2^x for x <= 0 (and x = -inf gives +0), about 1 ulp: x = n + f with n = round(x),
