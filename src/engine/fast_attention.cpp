@@ -318,9 +318,10 @@ struct Tiled {
     const size_t whole = depth / L * L;
     size_t j = 0;
     if constexpr (R >= 2) {
-      // Two keys at a time: each query vector loaded once for both (R + 2 loads for 2R FMAs,
-      // not 2R + 2), so the FMAs, not the loads, bound the loop. Each dot keeps the one-key
-      // loop's order (the same bits).
+      // Two keys at a time: each query vector serves both keys' FMAs, so a step needs R + 2
+      // loads for 2R FMAs where the query vector stays in a register (GCC folds it into each
+      // FMA instead unless told otherwise: see KeepInRegister below), 2R + 2 where it does not.
+      // Each dot keeps the one-key loop's order (the same bits).
       for (; j + 2 <= keys; j += 2) {
         const typename Rd::T* k0 = k + std::ptrdiff_t(j) * ldk;
         const typename Rd::T* k1 = k0 + ldk;
