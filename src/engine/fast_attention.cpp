@@ -415,21 +415,21 @@ struct Tiled {
       if constexpr (kStream)
         for (std::ptrdiff_t c = 0; c < std::ptrdiff_t(pf_elems); c += kLineOf<Rd>)
           PrefetchStream(vj + kPrefetchKeysOf<typename Rd::T> * ldv + c);
-      if constexpr (!kManyRegisters && MR == 1 && !std::is_same_v<Rd, F32Row>) {
-        // One row of widened V on the 16-register targets: each vector widened next to its FMA.
-        // Widening all NV first kept NV + NV + 1 vectors live, and with 16 registers GCC kept
-        // one accumulator on the stack, stored and reloaded every key (bf16 one-row decode
-        // pinned to AVX2 on a Zen 5: 0.84-0.95x the time from L3, 0.88-0.93x from memory). The same
-        // FMAs in the same order.
+      if constexpr (MR == 1) {
+        // One row: each V vector widened next to its FMA. Widening all NV first kept 2 NV + 1
+        // vectors live, and on AVX2's 16 registers GCC kept one accumulator on the stack, stored
+        // and reloaded every key (bf16 one-row decode pinned to AVX2 on a Zen 5: 0.84-0.95x the
+        // time from L3, 0.88-0.93x from memory). The same FMAs in the same order.
         const VF pb = hn::Set(df, pj[0]);
         for (size_t x = 0; x < NV; ++x) acc[0][x] = hn::MulAdd(pb, Rd::Load(vj + x * L), acc[0][x]);
-        continue;
-      }
-      VF vv[NV];
-      for (size_t x = 0; x < NV; ++x) vv[x] = Rd::Load(vj + x * L);
-      for (size_t r = 0; r < MR; ++r) {
-        const VF pb = hn::Set(df, pj[r * pl.pr]);
-        for (size_t x = 0; x < NV; ++x) acc[r][x] = hn::MulAdd(pb, vv[x], acc[r][x]);
+      } else {
+        // Several rows share each widened V vector.
+        VF vv[NV];
+        for (size_t x = 0; x < NV; ++x) vv[x] = Rd::Load(vj + x * L);
+        for (size_t r = 0; r < MR; ++r) {
+          const VF pb = hn::Set(df, pj[r * pl.pr]);
+          for (size_t x = 0; x < NV; ++x) acc[r][x] = hn::MulAdd(pb, vv[x], acc[r][x]);
+        }
       }
     }
     for (size_t r = 0; r < MR; ++r)
