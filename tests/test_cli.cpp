@@ -32,6 +32,7 @@
 #include <string_view>
 #include <vector>
 
+#include "file_test_util.hpp"
 #include "jomoim/engine/attention.hpp"
 #include "jomoim/formats/npy.hpp"
 
@@ -43,6 +44,7 @@ namespace jomoim {
 namespace {
 
 namespace fs = std::filesystem;
+using jomoim::test::read_file_bytes;
 using Shape = std::vector<std::int64_t>;
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
@@ -50,11 +52,6 @@ std::int64_t numel(const Shape& s) {
   std::int64_t n = 1;
   for (auto d : s) n *= d;
   return n;
-}
-
-std::string read_text(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), {}};
 }
 
 struct RunResult {
@@ -68,16 +65,8 @@ struct RunResult {
 class CliTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::string templ = (fs::temp_directory_path() / "jomoim-cli-XXXXXX").string();
-    ASSERT_NE(::mkdtemp(templ.data()), nullptr);
-    root_ = templ;
-    work_ = root_ / "work";
     fs::create_directory(work_);
     fs::create_directory(root_ / "logs");
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(root_, ec);
   }
 
   fs::path path(const std::string& name) const { return work_ / name; }
@@ -116,12 +105,13 @@ class CliTest : public ::testing::Test {
       return r;
     }
     r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    r.out = read_text(out);
-    r.err = read_text(err);
+    r.out = read_file_bytes(out);
+    r.err = read_file_bytes(err);
     return r;
   }
 
-  fs::path root_, work_;
+  jomoim::test::TempDir tmp_{"cli"};
+  fs::path root_ = tmp_.path(), work_ = root_ / "work";
 };
 
 std::vector<float> random_floats(std::int64_t n, std::mt19937& rng, float magnitude) {
@@ -455,7 +445,7 @@ TEST_F(CliTest, RepeatedRunsAreBitwiseIdentical) {
   put("v.npy", {1, 2, 131, 16}, random_floats(1 * 2 * 131 * 16, rng, 1));
   for (const char* out : {"a.npy", "b.npy"})
     ASSERT_EQ(attend({"--q", "q.npy", "--k", "k.npy", "--v", "v.npy", "--out", out, "--threads", "2"}).code, 0);
-  EXPECT_EQ(read_text(path("a.npy")), read_text(path("b.npy")));
+  EXPECT_EQ(read_file_bytes(path("a.npy")), read_file_bytes(path("b.npy")));
 }
 
 TEST_F(CliTest, HelpNamesEveryOption) {
@@ -566,9 +556,9 @@ class CliRefusal : public CliTest, public ::testing::WithParamInterface<BadInput
     put("bias_ok.npy", {3, 5}, random_floats(15, rng, 1));
     put("bias_bad.npy", {3, 4}, random_floats(12, rng, 1));
     put("bias5.npy", {1, 1, 1, 3, 5}, random_floats(15, rng, 1));
-    const std::string k = read_text(path("k.npy"));
+    const std::string k = read_file_bytes(path("k.npy"));
     std::ofstream(path("k_trunc.npy"), std::ios::binary) << k.substr(0, k.size() - 3);
-    std::ofstream(path("v_trailing.npy"), std::ios::binary) << read_text(path("v.npy")) << "xy";
+    std::ofstream(path("v_trailing.npy"), std::ios::binary) << read_file_bytes(path("v.npy")) << "xy";
     std::ofstream(path("notes.txt")) << "not an array\n";
     // float64 and Fortran-order files, written by hand as NumPy would.
     const auto npy = [](const std::string& dict, std::size_t data_bytes) {
@@ -611,7 +601,7 @@ TEST_F(CliTest, RefusalLeavesAnExistingOutputUntouched) {
   std::ofstream(path("out.npy")) << "previous result";
   const RunResult r = attend({"--q", "q.npy", "--k", "k.npy", "--v", "v.npy", "--out", "out.npy"});
   EXPECT_NE(r.code, 0);
-  EXPECT_EQ(read_text(path("out.npy")), "previous result");
+  EXPECT_EQ(read_file_bytes(path("out.npy")), "previous result");
 }
 
 }  // namespace

@@ -17,12 +17,15 @@
 #include <string>
 #include <vector>
 
+#include "file_test_util.hpp"
 #include "jomoim/formats/npy.hpp"
 
 namespace jomoim {
 namespace {
 
 namespace fs = std::filesystem;
+using jomoim::test::read_file_bytes;
+using jomoim::test::TempDir;
 
 std::span<const std::byte> as_bytes(const std::string& s) {
   return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
@@ -57,35 +60,6 @@ std::string dict_for(const std::string& shape) {
   return "{'descr': '<f4', 'fortran_order': False, 'shape': " + shape + ", }";
 }
 
-// A temporary directory, removed with everything in it at the end of the test.
-class TempDir {
- public:
-  TempDir() {
-    std::string templ = (fs::temp_directory_path() / "jomoim-npy-XXXXXX").string();
-    if (!::mkdtemp(templ.data())) throw std::runtime_error("mkdtemp failed");
-    path_ = templ;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-  std::vector<std::string> listing() const {
-    std::vector<std::string> names;
-    for (const auto& e : fs::directory_iterator(path_)) names.push_back(e.path().filename().string());
-    std::sort(names.begin(), names.end());
-    return names;
-  }
-
- private:
-  fs::path path_;
-};
-
-std::string read_bytes(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), {}};
-}
-
 // ------------------------------------------------------------------------------ round trips
 
 class NpyRoundTrip : public ::testing::TestWithParam<std::vector<std::int64_t>> {};
@@ -111,7 +85,7 @@ TEST_P(NpyRoundTrip, WriteThenReadGivesTheSameShapeAndBits) {
     std::memcpy(&data[std::size(special)], &nan_bits, 4);
   }
 
-  TempDir dir;
+  TempDir dir("npy");
   const fs::path p = dir.path() / "a.npy";
   write_npy(p, shape, data.data());
   const NpyArray a = read_npy(p);
@@ -123,10 +97,10 @@ TEST_P(NpyRoundTrip, WriteThenReadGivesTheSameShapeAndBits) {
   EXPECT_EQ(dir.listing(), std::vector<std::string>{"a.npy"});  // no temporary file left
 
   // The same through parse_npy, and through the NpyArray overload of the writer.
-  const NpyArray b = parse_npy(as_bytes(read_bytes(p)), "a.npy");
+  const NpyArray b = parse_npy(as_bytes(read_file_bytes(p)), "a.npy");
   EXPECT_EQ(b.shape, shape);
   write_npy(dir.path() / "b.npy", a);
-  EXPECT_EQ(read_bytes(p), read_bytes(dir.path() / "b.npy"));
+  EXPECT_EQ(read_file_bytes(p), read_file_bytes(dir.path() / "b.npy"));
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, NpyRoundTrip,
@@ -145,10 +119,10 @@ INSTANTIATE_TEST_SUITE_P(Shapes, NpyRoundTrip,
 TEST(NpyWriter, WritesExactlyTheBytesNumPyWrites) {
   // NumPy 1.24's np.save(f, np.zeros((2, 3), np.float32)): a 118-byte header (the dict, 20
   // spaces of room for the first dimension to grow, spaces up to 128 bytes in all, '\n').
-  TempDir dir;
+  TempDir dir("npy");
   const std::vector<float> data = {1, 2, 3, 4, 5, -6.5f};
   write_npy(dir.path() / "a.npy", std::vector<std::int64_t>{2, 3}, data.data());
-  const std::string f = read_bytes(dir.path() / "a.npy");
+  const std::string f = read_file_bytes(dir.path() / "a.npy");
   const std::string dict = dict_for("(2, 3)");
   ASSERT_EQ(f.size(), 128u + 24u);
   EXPECT_EQ(f.substr(0, 10), std::string("\x93NUMPY\x01\x00\x76\x00", 10));
@@ -157,29 +131,29 @@ TEST(NpyWriter, WritesExactlyTheBytesNumPyWrites) {
 }
 
 TEST(NpyWriter, ScalarAndOneDimensionalHeaders) {
-  TempDir dir;
+  TempDir dir("npy");
   const float x = 1.5f;
   write_npy(dir.path() / "s.npy", std::vector<std::int64_t>{}, &x);
-  const std::string s = read_bytes(dir.path() / "s.npy");
+  const std::string s = read_file_bytes(dir.path() / "s.npy");
   ASSERT_EQ(s.size(), 128u + 4u);
   EXPECT_EQ(s.substr(10, dict_for("()").size()), dict_for("()"));  // no room to grow: no dimension
   EXPECT_EQ(s.substr(128), float_bytes({1.5f}));
 
   const std::vector<float> five(5, 0.25f);
   write_npy(dir.path() / "v.npy", std::vector<std::int64_t>{5}, five.data());
-  const std::string v = read_bytes(dir.path() / "v.npy");
+  const std::string v = read_file_bytes(dir.path() / "v.npy");
   EXPECT_EQ(v.substr(10, dict_for("(5,)").size()), dict_for("(5,)"));  // a 1-tuple has its comma
 }
 
 TEST(NpyWriter, HeaderIsAlignedTo64AndOneLineForManyRanks) {
-  TempDir dir;
+  TempDir dir("npy");
   for (std::size_t rank = 0; rank <= 40; ++rank) {
     std::vector<std::int64_t> shape(rank, 1);
     if (rank) shape[0] = 98765;  // a first dimension of several digits
     std::vector<float> data(rank ? 98765 : 1, 0.0f);
     const fs::path p = dir.path() / "r.npy";
     write_npy(p, shape, data.data());
-    const std::string f = read_bytes(p);
+    const std::string f = read_file_bytes(p);
     const std::size_t hlen = std::uint8_t(f[8]) | std::size_t(std::uint8_t(f[9])) << 8;
     EXPECT_EQ((10 + hlen) % 64, 0u) << "rank " << rank;
     EXPECT_EQ(f[10 + hlen - 1], '\n') << "rank " << rank;
@@ -190,7 +164,7 @@ TEST(NpyWriter, HeaderIsAlignedTo64AndOneLineForManyRanks) {
 }
 
 TEST(NpyWriter, ReplacesAnExistingFileAtomically) {
-  TempDir dir;
+  TempDir dir("npy");
   const fs::path p = dir.path() / "a.npy";
   std::ofstream(p) << "old contents";
   const float x = 2.0f;
@@ -200,7 +174,7 @@ TEST(NpyWriter, ReplacesAnExistingFileAtomically) {
 }
 
 TEST(NpyWriter, NewFilesGetTheUmaskPermissions) {
-  TempDir dir;
+  TempDir dir("npy");
   const mode_t mask = ::umask(0);
   ::umask(mask);
   const float x = 0;
@@ -224,7 +198,7 @@ void expect_write_refused(const fs::path& p, std::span<const std::int64_t> shape
 }
 
 TEST(NpyWriter, FailuresThrowAndLeaveNothingBehind) {
-  TempDir dir;
+  TempDir dir("npy");
   const float x[4] = {};
   // The target is a directory: the rename fails, the temporary file is removed.
   fs::create_directory(dir.path() / "d.npy");
@@ -415,7 +389,7 @@ INSTANTIATE_TEST_SUITE_P(Files, NpyRefusal, ::testing::ValuesIn(refusals()),
                          [](const auto& info) { return std::string(info.param.name); });
 
 TEST(NpyReader, ReadNpyNamesTheFileForIoErrors) {
-  TempDir dir;
+  TempDir dir("npy");
   for (const auto& [path, problem] : {std::pair{dir.path() / "missing.npy", "cannot open: No such file or directory"},
                                       std::pair{dir.path(), "cannot read: Is a directory"}}) {
     try {

@@ -14,31 +14,21 @@
 #include <string>
 #include <vector>
 
+#include "file_test_util.hpp"
 #include "jomoim/formats/npy.hpp"
 
 namespace jomoim {
 namespace {
 
 namespace fs = std::filesystem;
+using jomoim::test::read_file_bytes;
 
+// A fresh directory per test (gtest builds the fixture anew for each).
 class NpyRanged : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string templ = (fs::temp_directory_path() / "jomoim-npy-ranged-XXXXXX").string();
-    ASSERT_NE(::mkdtemp(templ.data()), nullptr);
-    dir_ = templ;
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-  fs::path dir_;
+  jomoim::test::TempDir tmp_{"npy-ranged"};
+  const fs::path& dir_ = tmp_.path();
 };
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), {}};
-}
 
 std::span<const std::byte> as_bytes(const std::string& s) {
   return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
@@ -60,7 +50,7 @@ TEST_F(NpyRanged, InfoMatchesTheWholeFileParser) {
     EXPECT_EQ(info.data_offset % 64, 0u);
     EXPECT_EQ(info.data_offset + info.count * 4, fs::file_size(p));
     // npy_header is exactly what write_npy put in front of the data.
-    const std::string bytes = slurp(p);
+    const std::string bytes = read_file_bytes(p);
     EXPECT_EQ(npy_header(shape), bytes.substr(0, std::size_t(info.data_offset)));
     // From the header bytes alone, as from the whole file.
     const NpyInfo from_prefix = parse_npy_info(as_bytes(bytes.substr(0, std::size_t(info.data_offset))), bytes.size());
@@ -123,7 +113,7 @@ TEST_F(NpyRanged, Refusals) {
   EXPECT_NE(message([&] { read_npy_info(dir_ / "missing.npy"); }).find("cannot open"), std::string::npos);
   // A prefix that stops inside the header the file announces.
   write_npy(p, shape, data.data());
-  const std::string bytes = slurp(p);
+  const std::string bytes = read_file_bytes(p);
   EXPECT_NE(message([&] { parse_npy_info(as_bytes(bytes.substr(0, 20)), bytes.size()); }).find("internal error"),
             std::string::npos);
   // Every refusal of a broken file is the whole-file parser's, word for word.

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "file_test_util.hpp"
 #include "jomoim/formats/npy.hpp"
 #include "jomoim/formats/safetensors.hpp"
 
@@ -25,41 +26,11 @@ namespace jomoim {
 namespace {
 
 namespace fs = std::filesystem;
+using jomoim::test::read_file_bytes;
+using jomoim::test::TempDir;
+using jomoim::test::write_file_bytes;
 
 // ------------------------------------------------------------------------------ helpers
-
-class TempDir {
- public:
-  TempDir() {
-    std::string templ = (fs::temp_directory_path() / "jomoim-st-XXXXXX").string();
-    if (!::mkdtemp(templ.data())) throw std::runtime_error("mkdtemp failed");
-    path_ = templ;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-  std::vector<std::string> listing() const {
-    std::vector<std::string> names;
-    for (const auto& e : fs::directory_iterator(path_)) names.push_back(e.path().filename().string());
-    std::sort(names.begin(), names.end());
-    return names;
-  }
-
- private:
-  fs::path path_;
-};
-
-std::string read_all(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-void write_bytes(const fs::path& p, const std::string& s) {
-  std::ofstream out(p, std::ios::binary);
-  out.write(s.data(), std::streamsize(s.size()));
-}
 
 std::string le64(std::uint64_t n) {
   std::string s;
@@ -166,7 +137,7 @@ TEST(Safetensors, DtypeNamesAndSizes) {
 // ------------------------------------------------------------------------------ round trips
 
 TEST(Safetensors, RoundTripShapesAndMetadata) {
-  TempDir dir;
+  TempDir dir("st");
   const fs::path path = dir.path() / "m.safetensors";
   std::mt19937 rng(7);
   std::normal_distribution<float> normal;
@@ -205,7 +176,7 @@ TEST(Safetensors, RoundTripShapesAndMetadata) {
   write_safetensors(path, tw, meta);
 
   // The layout: 8-byte length, header padded with spaces to a multiple of 8, data in order.
-  const std::string bytes = read_all(path);
+  const std::string bytes = read_file_bytes(path);
   ASSERT_GE(bytes.size(), 8u);
   std::uint64_t n = 0;
   for (int i = 0; i < 8; ++i) n |= std::uint64_t(static_cast<unsigned char>(bytes[std::size_t(i)])) << (8 * i);
@@ -255,10 +226,10 @@ TEST(Safetensors, RoundTripShapesAndMetadata) {
 }
 
 TEST(Safetensors, WritesAnEmptyFile) {
-  TempDir dir;
+  TempDir dir("st");
   const fs::path path = dir.path() / "e.safetensors";
   write_safetensors(path, {});
-  EXPECT_EQ(read_all(path), le64(8) + "{}      ");
+  EXPECT_EQ(read_file_bytes(path), le64(8) + "{}      ");
   const SafetensorsFile f = SafetensorsFile::open(path);
   EXPECT_TRUE(f.tensors().empty());
   EXPECT_TRUE(f.metadata().empty());
@@ -266,7 +237,7 @@ TEST(Safetensors, WritesAnEmptyFile) {
 }
 
 TEST(Safetensors, ZeroCopyOutlivesTheFileObjectAndTheDirectoryEntry) {
-  TempDir dir;
+  TempDir dir("st");
   const fs::path path = dir.path() / "z.safetensors";
   std::vector<float> v(1000);
   for (std::size_t i = 0; i < v.size(); ++i) v[i] = float(i) * 0.25f - 3.0f;
@@ -288,9 +259,9 @@ TEST(Safetensors, ZeroCopyOutlivesTheFileObjectAndTheDirectoryEntry) {
 }
 
 TEST(Safetensors, ReplacesAnExistingFileAtomically) {
-  TempDir dir;
+  TempDir dir("st");
   const fs::path path = dir.path() / "r.safetensors";
-  write_bytes(path, "old contents");
+  write_file_bytes(path, "old contents");
   const float x[2] = {1.0f, 2.0f};
   const std::vector<TensorToWrite> tw = {{"x", {2}, x}};
   write_safetensors(path, tw, {{"k", "v"}});
@@ -301,9 +272,9 @@ TEST(Safetensors, ReplacesAnExistingFileAtomically) {
 }
 
 TEST(Safetensors, WriterRefusals) {
-  TempDir dir;
+  TempDir dir("st");
   const fs::path path = dir.path() / "w.safetensors";
-  write_bytes(path, "keep me");
+  write_file_bytes(path, "keep me");
   const float x[4] = {1, 2, 3, 4};
   struct Case {
     std::vector<TensorToWrite> tensors;
@@ -329,7 +300,7 @@ TEST(Safetensors, WriterRefusals) {
       EXPECT_EQ(msg.rfind(path.string() + ": cannot write: ", 0), 0u) << msg;
       EXPECT_NE(msg.find(c.needle), std::string::npos) << msg;
     }
-    EXPECT_EQ(read_all(path), "keep me");
+    EXPECT_EQ(read_file_bytes(path), "keep me");
     EXPECT_EQ(dir.listing(), std::vector<std::string>{"w.safetensors"});
   }
   // A folder that does not exist: nothing is created.
@@ -659,7 +630,7 @@ TEST(Safetensors, RefusesBadMetadata) {
 }
 
 TEST(Safetensors, OpenRefusals) {
-  TempDir dir;
+  TempDir dir("st");
   auto message = [](const fs::path& p) -> std::string {
     try {
       SafetensorsFile::open(p);
@@ -672,7 +643,7 @@ TEST(Safetensors, OpenRefusals) {
   EXPECT_EQ(message(missing).rfind(missing.string() + ": cannot open: ", 0), 0u) << message(missing);
   EXPECT_NE(message(dir.path()).find(": not a regular file"), std::string::npos) << message(dir.path());
   const fs::path empty = dir.path() / "empty.safetensors";
-  write_bytes(empty, "");
+  write_file_bytes(empty, "");
   EXPECT_EQ(message(empty), empty.string() +
                                 ": file is 0 bytes, too short for a safetensors file "
                                 "(it starts with an 8-byte header length)");

@@ -20,12 +20,16 @@
 
 #include <nlohmann/json.hpp>
 
+#include "file_test_util.hpp"
 #include "jomoim/text/tokenizer.hpp"
 
 namespace jomoim {
 namespace {
 
 namespace fs = std::filesystem;
+using jomoim::test::read_file_bytes;
+using jomoim::test::TempDir;
+using jomoim::test::write_file_bytes;
 using ::testing::HasSubstr;
 using Merges = std::vector<std::pair<std::string, std::string>>;
 
@@ -112,39 +116,6 @@ std::vector<std::string> naive_bpe(const std::string& piece,
     word = std::move(next);
   }
   return word;
-}
-
-class TempDir {
- public:
-  TempDir() {
-    std::string templ = (fs::temp_directory_path() / "jomoim-tok-XXXXXX").string();
-    if (!::mkdtemp(templ.data())) throw std::runtime_error("mkdtemp failed");
-    path_ = templ;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-  std::vector<std::string> listing(const fs::path& sub = {}) const {
-    std::vector<std::string> names;
-    for (const auto& e : fs::directory_iterator(path_ / sub)) names.push_back(e.path().filename().string());
-    std::sort(names.begin(), names.end());
-    return names;
-  }
-
- private:
-  fs::path path_;
-};
-
-void write_file(const fs::path& p, const std::string& s) {
-  std::ofstream out(p, std::ios::binary);
-  out << s;
-}
-
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), {}};
 }
 
 template <class F>
@@ -596,15 +567,15 @@ std::string vocab_json(const std::vector<std::string>& tokens) {
 }
 
 TEST(TokenizerFiles, LoadsHuggingFaceFormat) {
-  TempDir dir;
-  write_file(dir.path() / "vocab.json", vocab_json(vocab_with({"ab", "abc"})));
-  write_file(dir.path() / "merges.txt", "#version: 0.2\na b\nab c\n");
+  TempDir dir("tok");
+  write_file_bytes(dir.path() / "vocab.json", vocab_json(vocab_with({"ab", "abc"})));
+  write_file_bytes(dir.path() / "merges.txt", "#version: 0.2\na b\nab c\n");
   const Tokenizer t = Tokenizer::load_dir(dir.path());
   EXPECT_EQ(t.vocab_size(), 258u);
   EXPECT_EQ(t.merges().size(), 2u);
   EXPECT_EQ(pieces_of(t, t.encode("abcab")), (Pieces{"abc", "ab"}));
   // Without the version line, with CRLF line ends and no final newline: the same merges.
-  write_file(dir.path() / "m2.txt", "a b\r\nab c");
+  write_file_bytes(dir.path() / "m2.txt", "a b\r\nab c");
   const Tokenizer u = Tokenizer::load(dir.path() / "vocab.json", dir.path() / "m2.txt");
   EXPECT_EQ(u.merges(), t.merges());
   // Keys in any order, pretty-printed, escapes and a UTF-8 BOM-free file with \u escapes.
@@ -674,10 +645,10 @@ TEST(TokenizerFiles, RefusesBadMerges) {
 }
 
 TEST(TokenizerFiles, RefusesMissingFiles) {
-  TempDir dir;
+  TempDir dir("tok");
   EXPECT_THAT(error_of([&] { Tokenizer::load_dir(dir.path()); }),
               HasSubstr((dir.path() / "vocab.json").string() + ": cannot open: No such file"));
-  write_file(dir.path() / "vocab.json", vocab_json(vocab_with({})));
+  write_file_bytes(dir.path() / "vocab.json", vocab_json(vocab_with({})));
   EXPECT_THAT(error_of([&] { Tokenizer::load_dir(dir.path()); }),
               HasSubstr((dir.path() / "merges.txt").string() + ": cannot open"));
   fs::create_directory(dir.path() / "merges.txt");
@@ -685,7 +656,7 @@ TEST(TokenizerFiles, RefusesMissingFiles) {
 }
 
 TEST(TokenizerFiles, SaveThenLoadRoundTrips) {
-  TempDir dir;
+  TempDir dir("tok");
   auto vocab = vocab_with({"ab", "abc", " ab", "\xC3\xA9", "\"q", "\"q\\"});
   vocab.push_back("<|endoftext|>");
   const Tokenizer t(vocab,
@@ -693,10 +664,10 @@ TEST(TokenizerFiles, SaveThenLoadRoundTrips) {
   const fs::path out = dir.path() / "new" / "tok";  // created
   t.save(out);
   EXPECT_EQ(dir.listing(out), (std::vector<std::string>{"merges.txt", "vocab.json"}));  // no temporaries
-  const std::string merges_text = read_file(out / "merges.txt");
+  const std::string merges_text = read_file_bytes(out / "merges.txt");
   EXPECT_TRUE(merges_text.starts_with("#version: 0.2\na b\nab c\n\xC4\xA0 ab\n")) << merges_text;
   // vocab.json is plain JSON: any parser reads the same id for each token.
-  const auto j = nlohmann::json::parse(read_file(out / "vocab.json"));
+  const auto j = nlohmann::json::parse(read_file_bytes(out / "vocab.json"));
   ASSERT_EQ(j.size(), vocab.size());
   for (std::size_t i = 0; i < vocab.size(); ++i) EXPECT_EQ(j.at(vocab[i]).get<std::size_t>(), i);
 
@@ -714,12 +685,12 @@ TEST(TokenizerFiles, SaveThenLoadRoundTrips) {
   const Tokenizer small(vocab_with({}), {});
   small.save(out);
   EXPECT_EQ(Tokenizer::load_dir(out).vocab_size(), 256u);
-  EXPECT_EQ(read_file(out / "merges.txt"), "#version: 0.2\n");
+  EXPECT_EQ(read_file_bytes(out / "merges.txt"), "#version: 0.2\n");
 }
 
 TEST(TokenizerFiles, SaveFailsCleanly) {
-  TempDir dir;
-  write_file(dir.path() / "file", "x");
+  TempDir dir("tok");
+  write_file_bytes(dir.path() / "file", "x");
   EXPECT_THAT(error_of([&] { bytes_only().save(dir.path() / "file"); }), HasSubstr("cannot create the directory"));
   // merges.txt is a directory: the rename fails, and no temporary file is left behind.
   fs::create_directories(dir.path() / "d" / "merges.txt" / "inside");
