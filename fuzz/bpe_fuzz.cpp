@@ -13,7 +13,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <map>
 #include <set>
 #include <string>
 #include <string_view>
@@ -21,10 +20,12 @@
 #include <vector>
 
 #include "jomoim/text/tokenizer.hpp"
+#include "naive_bpe.hpp"
 
 namespace {
 
 using jomoim::Tokenizer;
+using jomoim::test::naive_bpe;
 
 std::vector<std::string> byte_tokens() {
   std::vector<std::string> v;
@@ -67,36 +68,6 @@ void check_pieces(const Tokenizer& t, std::string_view text) {
   if (at != text.size()) __builtin_trap();
 }
 
-// GPT-2's bpe() loop, naively, on raw-byte strings.
-std::vector<std::string> naive_bpe(std::string_view piece,
-                                   const std::map<std::pair<std::string, std::string>, std::size_t>& ranks) {
-  std::vector<std::string> word;
-  for (const char c : piece) word.emplace_back(1, c);
-  while (word.size() > 1) {
-    std::size_t best = SIZE_MAX;
-    std::pair<std::string, std::string> bigram;
-    for (std::size_t i = 0; i + 1 < word.size(); ++i) {
-      const auto it = ranks.find({word[i], word[i + 1]});
-      if (it != ranks.end() && it->second < best) {
-        best = it->second;
-        bigram = it->first;
-      }
-    }
-    if (best == SIZE_MAX) break;
-    std::vector<std::string> next;
-    for (std::size_t i = 0; i < word.size();) {
-      if (i + 1 < word.size() && word[i] == bigram.first && word[i + 1] == bigram.second) {
-        next.push_back(word[i] + word[i + 1]);
-        i += 2;
-      } else {
-        next.push_back(word[i++]);
-      }
-    }
-    word = std::move(next);
-  }
-  return word;
-}
-
 void fuzz_merge_spec(std::string_view spec, std::string_view text) {
   if (text.size() > 256) text = text.substr(0, 256);  // the naive loop is quadratic
   // Tokens start as the bytes of the spec's alphabet; indexes count from there.
@@ -117,7 +88,7 @@ void fuzz_merge_spec(std::string_view spec, std::string_view text) {
   for (const auto& s : pool)
     if (s.size() > 1) tokens.push_back(jomoim::bytes_to_unicode(s));
   std::vector<std::pair<std::string, std::string>> merges;
-  std::map<std::pair<std::string, std::string>, std::size_t> ranks;
+  jomoim::test::MergeRanks ranks;
   for (const auto& [a, b] : raw) {
     ranks[{a, b}] = merges.size();
     merges.emplace_back(jomoim::bytes_to_unicode(a), jomoim::bytes_to_unicode(b));

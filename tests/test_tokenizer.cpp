@@ -11,7 +11,6 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
-#include <map>
 #include <random>
 #include <set>
 #include <string>
@@ -22,11 +21,13 @@
 
 #include "file_test_util.hpp"
 #include "jomoim/text/tokenizer.hpp"
+#include "naive_bpe.hpp"
 
 namespace jomoim {
 namespace {
 
 namespace fs = std::filesystem;
+using jomoim::test::naive_bpe;
 using jomoim::test::read_file_bytes;
 using jomoim::test::TempDir;
 using jomoim::test::write_file_bytes;
@@ -85,37 +86,6 @@ std::vector<std::string> pieces_of(const Tokenizer& t, const std::vector<std::in
   std::vector<std::string> out;
   for (const auto id : ids) out.push_back(t.token_bytes(id));
   return out;
-}
-
-// GPT-2's bpe() from encoder.py, transcribed naively: find the lowest-ranked adjacent pair,
-// merge every occurrence left to right, repeat. Works on raw-byte strings.
-std::vector<std::string> naive_bpe(const std::string& piece,
-                                   const std::map<std::pair<std::string, std::string>, std::size_t>& ranks) {
-  std::vector<std::string> word;
-  for (const char c : piece) word.emplace_back(1, c);
-  while (word.size() > 1) {
-    std::size_t best = SIZE_MAX;
-    std::pair<std::string, std::string> bigram;
-    for (std::size_t i = 0; i + 1 < word.size(); ++i) {
-      const auto it = ranks.find({word[i], word[i + 1]});
-      if (it != ranks.end() && it->second < best) {
-        best = it->second;
-        bigram = it->first;
-      }
-    }
-    if (best == SIZE_MAX) break;
-    std::vector<std::string> next;
-    for (std::size_t i = 0; i < word.size();) {
-      if (i + 1 < word.size() && word[i] == bigram.first && word[i + 1] == bigram.second) {
-        next.push_back(word[i] + word[i + 1]);
-        i += 2;
-      } else {
-        next.push_back(word[i++]);
-      }
-    }
-    word = std::move(next);
-  }
-  return word;
 }
 
 template <class F>
@@ -407,7 +377,7 @@ TEST(Bpe, AgreesWithGpt2sNaiveLoopOnRandomMergeLists) {
       }
     }
     std::shuffle(raw.begin(), raw.end(), rng);
-    std::map<std::pair<std::string, std::string>, std::size_t> ranks;
+    jomoim::test::MergeRanks ranks;
     for (std::size_t r = 0; r < raw.size(); ++r) ranks[raw[r]] = r;
     std::vector<std::string> single_bytes_removed;
     for (const auto& s : made)
