@@ -11,9 +11,10 @@
 // product along a contiguous row. x is [M, K] (row m at x + m * ldx), y is [M, rows] (row m at
 // y + m * ldy):
 //   y[m][r] = sum_k x[m][k] * W[r][k]  (+ bias[r] when bias is not null)
-// M is 1 to 4 (the rows share each widened weight vector); a caller with more rows calls again,
-// or widens W and uses a GEMM. One thread; callers split `rows` across threads. Compiled once
-// per SIMD target (Highway), dispatched once per call like the attention kernels.
+// M is 1 to 4 (the rows share each widened weight vector; on 16-register targets such as AVX2
+// two rows at a time, W read once per pair); a caller with more rows calls again, or widens W
+// and uses a GEMM. One thread; callers split `rows` across threads. Compiled once per SIMD
+// target (Highway), dispatched once per call like the attention kernels.
 #pragma once
 
 #include <cstddef>
