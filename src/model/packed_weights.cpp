@@ -207,8 +207,9 @@ void packed_linear(const float* x, int N, const PackedMatrix& W, const float* bi
   const int R = W.rows, K = W.cols;
   if (N <= 0 || R <= 0) return;
   if (N <= kMatvecRows) {
-    // Activation rows by groups that share each weight read: 4 for bf16, 2 for q8 (its integer
-    // path's register budget; matvec.cpp).
+    // Activation rows by groups that share each weight read: 4 for bf16 (taken in pairs on
+    // 16-register targets), 2 for q8 (matvec's int16 path takes at most two rows, for its
+    // registers; groups of two keep a short prompt on the same path as decode).
     const int group = W.format == WeightFormat::bf16 ? matvec::kMaxRows : 2;
     auto run = [&](int r0, int r1) {
       if (r1 <= r0) return;
