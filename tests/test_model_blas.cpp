@@ -3,6 +3,7 @@
 // against a float64 sum, with 1, 2 and 3 threads giving the same bits, beta 0 never reading y.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -16,6 +17,7 @@
 #include "jomoim/core/half.hpp"
 #include "jomoim/engine/elementwise.hpp"
 #include "model/blas.hpp"
+#include "model/packed_weights.hpp"
 
 namespace {
 
@@ -213,4 +215,62 @@ TEST(ModelBlas, Bf16NtProductMatchesFloat64) {
                 << M << "x" << N << "x" << K << " at " << i << "," << j;
           }
       }
+}
+
+// packed_linear (src/model/packed_weights.hpp) over the row counts where it changes path: the
+// matvec kernels (bf16 weights with float32 products up to 32 rows, in blocks of weight rows;
+// q8 up to 16 in whole slices), then widened tiles and a GEMM; 1 and 2 threads. Each output
+// against float64 on the widened weights (PackedMatrix::rows_f32) and the same x, its columns
+// past the outputs untouched. K 768 makes a bf16 block 32 rows: R 100 is three whole blocks and
+// a part.
+TEST(PackedLinear, MatchesFloat64AcrossPathsAndBlocks) {
+  constexpr float kPoison = -7.25e30f;
+  std::mt19937_64 rng(23);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const int K = 768, R = 100, ldy = R + 3;
+  std::vector<float> w(static_cast<std::size_t>(R) * K), bias(R);
+  for (auto& v : w) v = nd(rng) * 0.05f;
+  for (auto& v : bias) v = nd(rng);
+  int checked = 0;
+  for (const auto format : {jomoim::WeightFormat::bf16, jomoim::WeightFormat::q8}) {
+    const auto W = jomoim::PackedMatrix::pack(format, w.data(), R, K, false, "w");
+    std::vector<float> wf(static_cast<std::size_t>(R) * K);
+    W.rows_f32(0, R, wf.data());
+    for (int N : {1, 2, 3, 5, 16, 17, 31, 32, 33, 40}) {
+      std::vector<float> x(static_cast<std::size_t>(N) * K);
+      for (auto& v : x) v = nd(rng);
+      for (int threads : {1, 2}) {
+        std::vector<float> y(static_cast<std::size_t>(N) * ldy, kPoison);
+        jomoim::packed_linear(x.data(), N, W, bias.data(), y.data(), ldy, threads);
+        const std::string what = std::string(format == jomoim::WeightFormat::bf16 ? "bf16" : "q8") +
+                                 " N=" + std::to_string(N) + " threads=" + std::to_string(threads);
+        for (int n = 0; n < N; ++n) {
+          const float* xr = x.data() + static_cast<std::size_t>(n) * K;
+          float xmax = 0.0f;
+          for (int k = 0; k < K; ++k) xmax = std::max(xmax, std::abs(xr[k]));
+          for (int r = 0; r < ldy; ++r) {
+            const float g = y[static_cast<std::size_t>(n) * ldy + r];
+            if (r >= R) {
+              ASSERT_EQ(g, kPoison) << what << ": wrote past the outputs at n=" << n << " r=" << r;
+              continue;
+            }
+            double s = bias[r], a = std::abs(bias[r]), wa = 0.0;
+            for (int k = 0; k < K; ++k) {
+              const double wk = wf[static_cast<std::size_t>(r) * K + k], p = xr[k] * wk;
+              s += p;
+              a += std::abs(p);
+              wa += std::abs(wk);
+            }
+            // float32 sums; q8's matvec path also rounds x to int16 per block (an error of at
+            // most 2^-16 of the block's largest |x| a value).
+            double tol = 4.0 * (K + 4) * std::numeric_limits<float>::epsilon() * a;
+            if (format == jomoim::WeightFormat::q8) tol += std::ldexp(wa * xmax, -15);
+            ASSERT_LE(std::abs(g - s), tol + 1e-30) << what << " n=" << n << " r=" << r;
+          }
+        }
+        ++checked;
+      }
+    }
+  }
+  EXPECT_EQ(checked, 2 * 10 * 2);
 }
