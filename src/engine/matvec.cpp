@@ -3,10 +3,11 @@
 // Four weight rows at a time: each widened weight vector meets the M activation rows (M x 4
 // accumulators), and the four row sums of each activation row are folded together at the end
 // (Sum4 of simd_blocks-inl.h). Weights are read once per call, front to back (on 16-register
-// targets once per pair of activation rows, Rows); the hardware prefetcher sees four sequential
-// streams. Compiled once per SIMD target (Highway's foreach_target).
+// targets once per pair of activation rows, kPassRows); the hardware prefetcher sees four
+// sequential streams. Compiled once per SIMD target (Highway's foreach_target).
 #include "jomoim/engine/matvec.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -241,34 +242,33 @@ void Q8RowsM(const float* x, std::size_t ldx, const std::int8_t* q, std::size_t 
   for (; r < rows; ++r) Q8Group<M, 1>(x, ldx, q, ldw, scales, block, K, r, bias, y, ldy);
 }
 
+// Activation rows a pass over the weights: all of them (up to 4) where M x 4 accumulators fit
+// in the registers; two on 16 registers, where three or four rows' 12-16 accumulators beside
+// four weight vectors spilled and M = 4 took 2.5-2.8x the time of M = 2 (bf16 pinned to AVX2 on
+// a Zen 5, 64 or 2,304 rows of 768 weights; a pass of four rows over two weight rows, nothing
+// on the stack, was no faster). In pairs: M = 4 0.75-0.80x the time, M = 3 0.75-0.82x
+// (bench/NOTES.md, "bf16_rows on 16 registers").
+constexpr int kPassRows = kManyRegisters ? 4 : 2;
+
 template <typename T>
 void Rows(const float* x, std::size_t ldx, int M, const T* w, std::size_t ldw, int K, int rows, const float* bias,
           float* y, std::size_t ldy) {
-  if constexpr (!kManyRegisters) {
-    // Two activation rows a pass on 16 registers, the weights read once per pair: three or four
-    // rows' 12-16 accumulators beside four weight vectors spilled, and M = 4 took 2.5-2.8x the
-    // time of M = 2 (bf16 pinned to AVX2 on a Zen 5, 64 or 2,304 rows of 768 weights; a pass of
-    // four rows over two weight rows, nothing on the stack, was no faster). In pairs: M = 4
-    // 0.75-0.80x the time, M = 3 0.75-0.82x (bench/NOTES.md, "bf16_rows on 16 registers").
-    for (int m0 = 0; m0 < M; m0 += 2) {
-      const float* xs = x + static_cast<std::size_t>(m0) * ldx;
-      float* ys = y + static_cast<std::size_t>(m0) * ldy;
-      if (M - m0 >= 2)
-        RowsM<T, 2>(xs, ldx, w, ldw, K, rows, bias, ys, ldy);
-      else
+  for (int m0 = 0; m0 < M; m0 += kPassRows) {
+    const float* xs = x + static_cast<std::size_t>(m0) * ldx;
+    float* ys = y + static_cast<std::size_t>(m0) * ldy;
+    switch (std::min(kPassRows, M - m0)) {
+      case 1:
         RowsM<T, 1>(xs, ldx, w, ldw, K, rows, bias, ys, ldy);
+        break;
+      case 2:
+        RowsM<T, 2>(xs, ldx, w, ldw, K, rows, bias, ys, ldy);
+        break;
+      case 3:
+        RowsM<T, 3>(xs, ldx, w, ldw, K, rows, bias, ys, ldy);
+        break;
+      default:
+        RowsM<T, 4>(xs, ldx, w, ldw, K, rows, bias, ys, ldy);
     }
-    return;
-  }
-  switch (M) {
-    case 1:
-      return RowsM<T, 1>(x, ldx, w, ldw, K, rows, bias, y, ldy);
-    case 2:
-      return RowsM<T, 2>(x, ldx, w, ldw, K, rows, bias, y, ldy);
-    case 3:
-      return RowsM<T, 3>(x, ldx, w, ldw, K, rows, bias, y, ldy);
-    default:
-      return RowsM<T, 4>(x, ldx, w, ldw, K, rows, bias, y, ldy);
   }
 }
 void Bf16Rows(const float* x, std::size_t ldx, int M, const std::uint16_t* w, std::size_t ldw, int K, int rows,
