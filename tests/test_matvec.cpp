@@ -1,7 +1,8 @@
 // The weight-format products (jomoim/engine/matvec.hpp) against a float64 sum over the same
 // stored weights, on every SIMD target: float32, bf16 and q8 rows, float32 columns (GPT-2's
-// layout), 1-4 activation rows, odd widths and row counts (tails of the 4-row groups and of the
-// vectors), bias or none, strided inputs and outputs whose gaps must stay untouched.
+// layout), 1-17 activation rows (passes of several over blocks of weight rows), odd widths and
+// row counts (tails of the 4-row groups and of the vectors), bias or none, strided inputs and
+// outputs whose gaps must stay untouched.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -51,9 +52,12 @@ void expect_close(const std::vector<float>& y, std::size_t ldy, const std::vecto
     }
 }
 
-const Case kCases[] = {{1, 16, 1, false}, {1, 32, 4, true},   {2, 48, 7, true},    {3, 64, 5, false},
-                       {4, 96, 9, true},  {1, 768, 37, true}, {4, 256, 64, false}, {2, 1024, 13, true},
-                       {1, 32, 3, true},  {3, 160, 130, true}};
+// The last three: more activation rows than a pass and more weight rows than a block (64 KiB in
+// multiples of 16 rows: 32 bf16 or 64 q8 rows of 1,024; 80 float32 rows of 192).
+const Case kCases[] = {{1, 16, 1, false},   {1, 32, 4, true},    {2, 48, 7, true},     {3, 64, 5, false},
+                       {4, 96, 9, true},    {1, 768, 37, true},  {4, 256, 64, false},  {2, 1024, 13, true},
+                       {1, 32, 3, true},    {3, 160, 130, true}, {5, 1024, 130, true}, {7, 192, 203, false},
+                       {17, 512, 161, true}};
 
 // Row-layout weights of storage T (bf16 bits or float32), widened for the float64 sum by value().
 template <typename T, typename Value, typename Call>
@@ -108,6 +112,65 @@ TEST(Matvec, Bf16RowsMatchFloat64OnEveryTarget) {
 TEST(Matvec, F32RowsMatchFloat64OnEveryTarget) {
   check_rows<float>(
       "f32", [](float w) { return static_cast<double>(w); }, matvec::f32_rows);
+}
+
+// Any number of activation rows gives every row the bits it gets alone: passes and blocks of
+// weight rows only reorder whole dot products. q8 rounds one or two activation rows to int16
+// (each row by itself) and widens the weights for three or more: then each row gets the bits
+// f32_rows gives it on the dequantized weights.
+TEST(Matvec, ManyRowsGiveEachRowItsOneRowBits) {
+  std::mt19937_64 rng(13);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  int checked = 0;
+  for (const std::string& target : simd_targets()) {
+    PinTarget pin(target);
+    for (int M : {2, 3, 5, 9, 24})
+      for (int K : {64, 768}) {
+        const int rows = 211, ldx = K + 2;
+        const std::size_t ldy = rows + 1;
+        std::vector<float> x(static_cast<std::size_t>(M) * ldx), b(rows), wf(static_cast<std::size_t>(rows) * K);
+        for (auto& v : x) v = nd(rng);
+        for (auto& v : wf) v = nd(rng) * 0.05f;
+        for (auto& v : b) v = nd(rng);
+        std::vector<std::uint16_t> w16(wf.size());
+        for (std::size_t i = 0; i < wf.size(); ++i) w16[i] = bf16_from_float(wf[i]);
+        const Q8Buffer q = quantize_q8(ConstTensor4::contiguous(wf.data(), {1, 1, rows, K}), 32);
+        std::vector<float> wq(wf.size(), kPoison);  // the q8 weights widened
+        for (int r = 0; r < rows; ++r)
+          matvec::dequantize_q8_row(q.values.data() + static_cast<std::size_t>(r) * K,
+                                    q.scales.data() + static_cast<std::size_t>(r) * (K / 32), 32, K,
+                                    wq.data() + static_cast<std::size_t>(r) * K);
+        auto run = [&](const char* name, auto call, auto alone) {
+          std::vector<float> all(M * ldy, kPoison), one(ldy, kPoison);
+          call(x.data(), M, all.data());
+          for (int m = 0; m < M; ++m) {
+            alone(x.data() + static_cast<std::size_t>(m) * ldx, one.data());
+            for (std::size_t r = 0; r < ldy; ++r)
+              ASSERT_EQ(std::bit_cast<std::uint32_t>(all[m * ldy + r]), std::bit_cast<std::uint32_t>(one[r]))
+                  << target << " " << name << " M=" << M << " K=" << K << " m=" << m << " r=" << r;
+          }
+        };
+        auto f32 = [&](const float* xs, int m, float* y) {
+          matvec::f32_rows(xs, ldx, m, wf.data(), K, K, rows, b.data(), y, ldy);
+        };
+        auto bf16 = [&](const float* xs, int m, float* y) {
+          matvec::bf16_rows(xs, ldx, m, w16.data(), K, K, rows, b.data(), y, ldy);
+        };
+        auto q8 = [&](const float* xs, int m, float* y) {
+          matvec::q8_rows(xs, ldx, m, q.values.data(), K, q.scales.data(), 32, K, rows, b.data(), y, ldy);
+        };
+        run("f32", f32, [&](const float* xs, float* y) { f32(xs, 1, y); });
+        run("bf16", bf16, [&](const float* xs, float* y) { bf16(xs, 1, y); });
+        run("q8", q8, [&](const float* xs, float* y) {
+          if (M <= 2)
+            q8(xs, 1, y);
+          else
+            matvec::f32_rows(xs, ldx, 1, wq.data(), K, K, rows, b.data(), y, ldy);
+        });
+        ++checked;
+      }
+  }
+  EXPECT_GE(checked, 10);
 }
 
 // GPT-2's [in, out] layout: a slice of n columns out of a wider matrix (row stride ldw), K rows;

@@ -2,15 +2,14 @@
 //
 // Four weight rows at a time: each widened weight vector meets the M activation rows (M x 4
 // accumulators), and the four row sums of each activation row are folded together at the end
-// (Sum4 of simd_blocks-inl.h). Weights are read once per call, front to back (on 16-register
-// targets once per pair of activation rows, kPassRows); the hardware prefetcher sees four
-// sequential streams. Compiled once per SIMD target (Highway's foreach_target).
+// (Sum4 of simd_blocks-inl.h). Weights are read front to back once per pass of activation rows
+// (kPassRows: four, or two on 16-register targets), in blocks of rows that stay in L2 while every
+// pass meets them (kBlockBytes); the hardware prefetcher sees four sequential streams. Compiled
+// once per SIMD target (Highway's foreach_target).
 #include "jomoim/engine/matvec.hpp"
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
-#include <limits>
 #include <vector>
 
 #include "jomoim/core/half.hpp"
@@ -146,7 +145,9 @@ HWY_INLINE void Q8Group(const float* HWY_RESTRICT x, std::size_t ldx, const std:
 // widening to float) and the sum scaled by d_w * sx into float32 accumulators: about half the
 // instructions of widening every weight to float. Used for M <= 2 (the registers of M x 4
 // float and int accumulators) when a block is whole int16 vectors and x is finite; not on
-// HWY_SCALAR (one lane: no int16 pairs).
+// HWY_SCALAR (one lane: no int16 pairs). Three rows or more take the float path in passes of
+// kPassRows: it computes more per instruction there (on a Zen 5, one thread, 2,304 rows of 768:
+// 70 against 46 GMAC/s on AVX-512 with four rows a pass, 35 against 32 on AVX2).
 #undef JOMOIM_Q8_INT16  // this file is compiled once per target
 #ifndef JOMOIM_ONE_LANE
 #define JOMOIM_Q8_INT16 1
@@ -155,24 +156,32 @@ using DQ16 = hn::Repartition<std::int16_t, DF>;  // twice DF's lanes
 using D8H = hn::Rebind<std::int8_t, DQ16>;       // as many int8 lanes as DQ16 has (half a vector)
 
 // false when a value is not finite (the caller takes the float path, which propagates it).
+// Per block: sx = amax / 32767, xq = x * (32767 / amax) rounded half to even (nearbyint's
+// rounding), clamped to +-32767; all zeros in an all-zero block.
 bool QuantizeX16(const float* HWY_RESTRICT x, std::size_t ldx, int M, int K, int block, std::int16_t* HWY_RESTRICT xq,
                  float* HWY_RESTRICT sx) {
+  const DF df;
+  const DI di;
+  const hn::Rebind<std::int16_t, DF> dh;
+  const int N = static_cast<int>(hn::Lanes(df));  // divides block (a multiple of DQ16's lanes)
+  const VF lo = hn::Set(df, -32767.0f), hi = hn::Set(df, 32767.0f);
   const int nb = K / block;
   for (int m = 0; m < M; ++m)
     for (int b = 0; b < nb; ++b) {
       const float* xb = x + m * ldx + b * block;
-      float amax = 0.0f;
-      for (int k = 0; k < block; ++k) {
-        const float a = std::fabs(xb[k]);
-        if (!(a <= std::numeric_limits<float>::max())) return false;  // inf or NaN
-        amax = a > amax ? a : amax;
+      VF amax = hn::Zero(df);
+      for (int k = 0; k < block; k += N) {
+        const VF v = hn::LoadU(df, xb + k);
+        if (!hn::AllTrue(df, hn::IsFinite(v))) return false;  // inf or NaN
+        amax = hn::Max(amax, hn::Abs(v));
       }
-      const float s = amax / 32767.0f, inv = amax > 0.0f ? 32767.0f / amax : 0.0f;
-      sx[m * nb + b] = s;
+      const float a = hn::GetLane(hn::MaxOfLanes(df, amax));
+      sx[m * nb + b] = a / 32767.0f;
+      const VF inv = hn::Set(df, a > 0.0f ? 32767.0f / a : 0.0f);
       std::int16_t* qb = xq + static_cast<std::size_t>(m) * K + b * block;
-      for (int k = 0; k < block; ++k) {
-        const float v = std::nearbyint(xb[k] * inv);
-        qb[k] = static_cast<std::int16_t>(v > 32767.0f ? 32767.0f : (v < -32767.0f ? -32767.0f : v));
+      for (int k = 0; k < block; k += N) {
+        const VF r = hn::Min(hn::Max(hn::Round(hn::Mul(hn::LoadU(df, xb + k), inv)), lo), hi);
+        hn::StoreU(hn::DemoteTo(dh, hn::ConvertTo(di, r)), dh, qb + k);
       }
     }
   return true;
@@ -249,27 +258,41 @@ void Q8RowsM(const float* x, std::size_t ldx, const std::int8_t* q, std::size_t 
 // on the stack, was no faster). In pairs: M = 4 0.75-0.80x the time, M = 3 0.75-0.82x
 // (bench/NOTES.md, "bf16_rows on 16 registers").
 constexpr int kPassRows = kManyRegisters ? 4 : 2;
+// With more activation rows than one pass, the weights go in blocks of rows of about this many
+// bytes, each block meeting every pass while it is in L2, instead of every pass streaming all
+// the weights again (measured on prompts of up to 32 rows, bench/NOTES.md "Short prompts with
+// bf16 weights").
+constexpr std::size_t kBlockBytes = 64 * 1024;
+
+// Calls pass(m0, m, r0, n) for every block of weight rows [r0, r0 + n) and, within it, every
+// pass of activation rows [m0, m0 + m), m <= pass_rows. The order changes no sum: each output is
+// one pass's dot product.
+template <class Pass>
+HWY_INLINE void BlocksAndPasses(int M, int pass_rows, int rows, std::size_t row_bytes, const Pass& pass) {
+  const int block = M <= pass_rows ? rows : std::max(16, static_cast<int>(kBlockBytes / row_bytes) / 16 * 16);
+  for (int r0 = 0; r0 < rows; r0 += block)
+    for (int m0 = 0; m0 < M; m0 += pass_rows) pass(m0, std::min(pass_rows, M - m0), r0, std::min(block, rows - r0));
+}
 
 template <typename T>
 void Rows(const float* x, std::size_t ldx, int M, const T* w, std::size_t ldw, int K, int rows, const float* bias,
           float* y, std::size_t ldy) {
-  for (int m0 = 0; m0 < M; m0 += kPassRows) {
+  BlocksAndPasses(M, kPassRows, rows, sizeof(T) * K, [&](int m0, int m, int r0, int n) {
     const float* xs = x + static_cast<std::size_t>(m0) * ldx;
-    float* ys = y + static_cast<std::size_t>(m0) * ldy;
-    switch (std::min(kPassRows, M - m0)) {
+    const T* ws = w + static_cast<std::size_t>(r0) * ldw;
+    const float* bs = bias ? bias + r0 : nullptr;
+    float* ys = y + static_cast<std::size_t>(m0) * ldy + r0;
+    switch (m) {
       case 1:
-        RowsM<T, 1>(xs, ldx, w, ldw, K, rows, bias, ys, ldy);
-        break;
+        return RowsM<T, 1>(xs, ldx, ws, ldw, K, n, bs, ys, ldy);
       case 2:
-        RowsM<T, 2>(xs, ldx, w, ldw, K, rows, bias, ys, ldy);
-        break;
+        return RowsM<T, 2>(xs, ldx, ws, ldw, K, n, bs, ys, ldy);
       case 3:
-        RowsM<T, 3>(xs, ldx, w, ldw, K, rows, bias, ys, ldy);
-        break;
+        return RowsM<T, 3>(xs, ldx, ws, ldw, K, n, bs, ys, ldy);
       default:
-        RowsM<T, 4>(xs, ldx, w, ldw, K, rows, bias, ys, ldy);
+        return RowsM<T, 4>(xs, ldx, ws, ldw, K, n, bs, ys, ldy);
     }
-  }
+  });
 }
 void Bf16Rows(const float* x, std::size_t ldx, int M, const std::uint16_t* w, std::size_t ldw, int K, int rows,
               const float* bias, float* y, std::size_t ldy) {
@@ -333,16 +356,24 @@ void Q8Rows(const float* x, std::size_t ldx, int M, const std::int8_t* q, std::s
   (void)xq;
   (void)sx;
 #endif
-  switch (M) {
-    case 1:
-      return Q8RowsM<1>(x, ldx, q, ldw, scales, block, K, rows, bias, y, ldy);
-    case 2:
-      return Q8RowsM<2>(x, ldx, q, ldw, scales, block, K, rows, bias, y, ldy);
-    case 3:
-      return Q8RowsM<3>(x, ldx, q, ldw, scales, block, K, rows, bias, y, ldy);
-    default:
-      return Q8RowsM<4>(x, ldx, q, ldw, scales, block, K, rows, bias, y, ldy);
-  }
+  const int nb = K / block;
+  BlocksAndPasses(M, kPassRows, rows, K, [&](int m0, int m, int r0, int n) {
+    const float* xs = x + static_cast<std::size_t>(m0) * ldx;
+    const std::int8_t* qs = q + static_cast<std::size_t>(r0) * ldw;
+    const float* ws = scales + static_cast<std::size_t>(r0) * nb;
+    const float* bs = bias ? bias + r0 : nullptr;
+    float* ys = y + static_cast<std::size_t>(m0) * ldy + r0;
+    switch (m) {
+      case 1:
+        return Q8RowsM<1>(xs, ldx, qs, ldw, ws, block, K, n, bs, ys, ldy);
+      case 2:
+        return Q8RowsM<2>(xs, ldx, qs, ldw, ws, block, K, n, bs, ys, ldy);
+      case 3:
+        return Q8RowsM<3>(xs, ldx, qs, ldw, ws, block, K, n, bs, ys, ldy);
+      default:
+        return Q8RowsM<4>(xs, ldx, qs, ldw, ws, block, K, n, bs, ys, ldy);
+    }
+  });
 }
 
 void WidenBf16Array(const std::uint16_t* src, float* dst, std::size_t n) {
@@ -431,10 +462,11 @@ void f32_cols(const float* x, int K, const float* w, std::size_t ldw, int n, flo
 void q8_rows(const float* x, std::size_t ldx, int M, const std::int8_t* values, std::size_t ldw, const float* scales,
              int block, int K, int rows, const float* bias, float* y, std::size_t ldy) {
   if (M <= 0 || rows <= 0) return;
-  thread_local std::vector<std::int16_t> xq;  // the activations in int16 (see Q8Group16)
+  thread_local std::vector<std::int16_t> xq;  // one or two activation rows in int16 (Q8Group16)
   thread_local std::vector<float> sx;
-  xq.resize(static_cast<std::size_t>(M) * K);
-  sx.resize(static_cast<std::size_t>(M) * (K / block));
+  const std::size_t m16 = M <= 2 ? M : 0;
+  xq.resize(m16 * K);
+  sx.resize(m16 * (K / block));
   HWY_DYNAMIC_DISPATCH(detail::Q8Rows)
   (x, ldx, M, values, ldw, scales, block, K, rows, bias, y, ldy, xq.data(), sx.data());
 }

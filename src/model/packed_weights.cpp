@@ -47,21 +47,18 @@ std::optional<MatmulPrecision> parse_matmul_precision(std::string_view s) {
 
 namespace {
 
-// Up to this many activation rows, products read the stored weights directly (once per block
-// of weight rows); above, a widened tile and a float32 GEMM are cheaper. For q8 (measured on
-// GPT-2 small's shape: widening costs about as much as 16 rows of direct products), and for bf16
-// weights when the prompt's products are bf16 (--matmul bf16: bf16_prompt on oneDNN).
-constexpr int kMatvecRows = 16;
-// bf16 weights with float32 products: direct products up to 32 rows. Against widened tiles and
-// sgemm (a Zen 5, 2 threads, prefill with --weights bf16): GPT-2 small 24.8 / 30.3 ms against
-// 45.0 / 49.2 at 24 / 32 tokens, the default model 1.17 / 1.47 against 1.95 / 2.25; pinned to
-// AVX2 (oneDNN too) the default model 1.87 against 2.72 at 32 tokens, GPT-2 small level there
-// and behind from 48 (bench/NOTES.md, "Short prompts with bf16 weights").
-constexpr int kBf16MatvecRows = 32;
-// Direct products take the weights in blocks of rows of about this many bytes, each block
-// meeting every activation row while it is in L2 (rather than every group of activation rows
-// streaming all the weights again).
-constexpr int kBlockBytes = 64 * 1024;
+// Up to this many activation rows with float32 products, the matvec kernels read the stored
+// weights directly (in passes of several rows over blocks of weight rows that stay in L2); above,
+// a tile widened to float32 and an sgemm per tile are cheaper. On a Zen 5 (2 threads, prefill of
+// a prompt): bf16 weights, GPT-2 small 24.8 / 30.3 ms against 45.0 / 49.2 at 24 / 32 tokens, the
+// default model 1.17 / 1.47 against 1.95 / 2.25, pinned to AVX2 GPT-2 small level at 32 and
+// behind from 48; q8 weights, GPT-2 small 18.5 / 24.1 ms against 31.4 / 36.4, level from 96
+// natively, pinned to AVX2 35.2 / 46.3 against 40.6 / 47.8 and behind from 48 (bench/NOTES.md,
+// "Short prompts with bf16 weights" and "Short prompts with q8 weights").
+constexpr int kMatvecRows = 32;
+// Asked for bf16 products (--matmul bf16), prompts of more than 16 rows go to oneDNN's bf16
+// matmul (bf16_prompt) where the CPU has bf16 instructions, else to the widened tiles.
+constexpr int kBf16PromptRows = 16;
 
 // dst[r, c] = src[c, r] for a [cols, rows] source: 32 x 32 tiles, so both sides stay in cache.
 void transpose(const float* src, int rows, int cols, float* dst) {
@@ -217,34 +214,17 @@ void packed_linear(const float* x, int N, const PackedMatrix& W, const float* bi
                    int threads, model_blas::Precision precision) {
   const int R = W.rows, K = W.cols;
   if (N <= 0 || R <= 0) return;
-  // bf16 weights with float32 products read directly for longer (kBf16MatvecRows); asked for bf16
-  // products (--matmul bf16: a prompt of more than 16 rows), the prompt goes to oneDNN as before.
-  const bool float_bf16 = W.format == WeightFormat::bf16 && precision == model_blas::Precision::f32;
-  if (N <= (float_bf16 ? kBf16MatvecRows : kMatvecRows)) {
-    // Activation rows by groups that share each weight read: 4 for bf16 (taken in pairs on
-    // 16-register targets), 2 for q8 (matvec's int16 path takes at most two rows, for its
-    // registers; groups of two keep a short prompt on the same path as decode).
-    const int group = W.format == WeightFormat::bf16 ? matvec::kMaxRows : 2;
-    // bf16 in blocks of weight rows (kBlockBytes); q8 in whole slices: each q8_rows call rounds
-    // its activation rows to int16 again (in blocks, GPT-2 small's q8 prefill of 8 tokens took
-    // twice the time).
-    const int block = N <= group || W.format != WeightFormat::bf16 ? R : std::max(16, kBlockBytes / (K * 2) / 16 * 16);
+  if (N <= (precision == model_blas::Precision::f32 ? kMatvecRows : kBf16PromptRows)) {
+    // Each thread's slice of weight rows meets every activation row (the kernels take them in
+    // passes over blocks of weight rows that stay in L2).
     auto run = [&](int r0, int r1) {
-      for (int c0 = r0; c0 < r1; c0 += block) {
-        const int c1 = std::min(r1, c0 + block);
-        const float* b = bias ? bias + c0 : nullptr;
-        for (int n0 = 0; n0 < N; n0 += group) {
-          const int m = std::min(group, N - n0);
-          const float* xs = x + static_cast<std::size_t>(n0) * K;
-          float* ys = y + static_cast<std::size_t>(n0) * ldy + c0;
-          if (W.format == WeightFormat::bf16)
-            matvec::bf16_rows(xs, K, m, W.bf16.data() + static_cast<std::size_t>(c0) * K, K, K, c1 - c0, b, ys, ldy);
-          else
-            matvec::q8_rows(xs, K, m, W.q.data() + static_cast<std::size_t>(c0) * K, K,
-                            W.scales.data() + static_cast<std::size_t>(c0) * (K / W.block), W.block, K, c1 - c0, b, ys,
-                            ldy);
-        }
-      }
+      const float* b = bias ? bias + r0 : nullptr;
+      if (W.format == WeightFormat::bf16)
+        matvec::bf16_rows(x, K, N, W.bf16.data() + static_cast<std::size_t>(r0) * K, K, K, r1 - r0, b, y + r0, ldy);
+      else
+        matvec::q8_rows(x, K, N, W.q.data() + static_cast<std::size_t>(r0) * K, K,
+                        W.scales.data() + static_cast<std::size_t>(r0) * (K / W.block), W.block, K, r1 - r0, b, y + r0,
+                        ldy);
     };
     int nt = resolve_threads(threads);
     // A product under 64 Ki weights is not worth a parallel region; slices are 16 outputs.

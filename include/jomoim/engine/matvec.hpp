@@ -5,24 +5,24 @@
 // weights in their stored format (bf16 bits, or the q8 format of jomoim/engine/quant.hpp: int8
 // values with one float scale per block of consecutive values along a row), widen them in
 // registers to float32 and accumulate in float32; nothing wider than the stored format is
-// written. The activations stay float32 (they are not rounded).
+// written. The activations stay float32, except in q8_rows (below).
 //
 // Layout: W is [rows, K], one row per output (row r at w + r * ldw), so every output is one dot
 // product along a contiguous row. x is [M, K] (row m at x + m * ldx), y is [M, rows] (row m at
 // y + m * ldy):
 //   y[m][r] = sum_k x[m][k] * W[r][k]  (+ bias[r] when bias is not null)
-// M is 1 to 4 (the rows share each widened weight vector; on 16-register targets such as AVX2
-// two rows at a time, W read once per pair); a caller with more rows calls again, or widens W
-// and uses a GEMM. One thread; callers split `rows` across threads. Compiled once per SIMD
-// target (Highway), dispatched once per call like the attention kernels.
+// M is any count of rows: a pass takes up to four (two on 16-register targets such as AVX2, and
+// for q8's int16 products) and reads each widened weight vector once for them; with more rows
+// than one pass, the weights go in blocks of rows that stay in L2 while every pass meets them.
+// Past a few dozen rows a widened tile and a GEMM are cheaper. One thread; callers split `rows`
+// across threads. Compiled once per SIMD target (Highway), dispatched once per call like the
+// attention kernels.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
 namespace jomoim::matvec {
-
-inline constexpr int kMaxRows = 4;  // M at most
 
 // W in bfloat16 bits (any K; ldw >= K).
 void bf16_rows(const float* x, std::size_t ldx, int M, const std::uint16_t* w, std::size_t ldw, int K, int rows,
@@ -41,7 +41,11 @@ void f32_rows(const float* x, std::size_t ldx, int M, const float* w, std::size_
 void f32_cols(const float* x, int K, const float* w, std::size_t ldw, int n, float alpha, float beta, float* y);
 
 // W in q8: values [rows, K] (row stride ldw), scales [rows, K / block] (row stride K / block);
-// block is 16 or 32 and divides K. W[r][k] = scales[r][k / block] * values[r][k].
+// block is 16 or 32 and divides K. W[r][k] = scales[r][k / block] * values[r][k]. Where a block
+// is whole int16 vectors and x is finite (not on one-lane targets), each activation row is
+// rounded once per call to int16 per block (scale max |x| / 32767; error at most 2^-16 of the
+// block's largest value, against the weights' 2^-8) and each block's products are summed
+// exactly in int32 before scaling; otherwise the weights are widened to float32.
 void q8_rows(const float* x, std::size_t ldx, int M, const std::int8_t* values, std::size_t ldw, const float* scales,
              int block, int K, int rows, const float* bias, float* y, std::size_t ldy);
 
