@@ -16,6 +16,7 @@
 
 #include "jomoim/core/half.hpp"
 #include "jomoim/engine/elementwise.hpp"
+#include "jomoim/engine/simd.hpp"
 #include "model/blas.hpp"
 #include "model/packed_weights.hpp"
 
@@ -218,11 +219,11 @@ TEST(ModelBlas, Bf16NtProductMatchesFloat64) {
 }
 
 // packed_linear (src/model/packed_weights.hpp) over the row counts where it changes path: the
-// matvec kernels (bf16 weights with float32 products up to 32 rows, in blocks of weight rows;
-// q8 up to 16 in whole slices), then widened tiles and a GEMM; 1 and 2 threads. Each output
-// against float64 on the widened weights (PackedMatrix::rows_f32) and the same x, its columns
-// past the outputs untouched. K 768 makes a bf16 block 32 rows: R 100 is three whole blocks and
-// a part.
+// matvec kernels (with float32 products up to 64 rows on AVX-512, 32 on AVX2; q8 on int16 for
+// one or two rows), then widened tiles and a GEMM; 1 and 2 threads, natively and
+// pinned to AVX2. Each output against float64 on the widened weights (PackedMatrix::rows_f32)
+// and the same x, its columns past the outputs untouched. K 768 makes a bf16 block 32 rows and
+// a q8 block 80: R 100 is three whole bf16 blocks and a part.
 TEST(PackedLinear, MatchesFloat64AcrossPathsAndBlocks) {
   constexpr float kPoison = -7.25e30f;
   std::mt19937_64 rng(23);
@@ -231,19 +232,26 @@ TEST(PackedLinear, MatchesFloat64AcrossPathsAndBlocks) {
   std::vector<float> w(static_cast<std::size_t>(R) * K), bias(R);
   for (auto& v : w) v = nd(rng) * 0.05f;
   for (auto& v : bias) v = nd(rng);
+  const std::vector<std::string> all = jomoim::simd_targets();
+  std::vector<std::pair<std::string, jomoim::WeightFormat>> cases;  // "": the native target
+  for (const std::string t : {"", "AVX2"})
+    if (t.empty() || std::find(all.begin(), all.end(), t) != all.end())
+      for (const auto f : {jomoim::WeightFormat::bf16, jomoim::WeightFormat::q8}) cases.emplace_back(t, f);
   int checked = 0;
-  for (const auto format : {jomoim::WeightFormat::bf16, jomoim::WeightFormat::q8}) {
+  for (const auto& [target, format] : cases) {
+    jomoim::set_simd_target(target);
     const auto W = jomoim::PackedMatrix::pack(format, w.data(), R, K, false, "w");
     std::vector<float> wf(static_cast<std::size_t>(R) * K);
     W.rows_f32(0, R, wf.data());
-    for (int N : {1, 2, 3, 5, 16, 17, 31, 32, 33, 40}) {
+    for (int N : {1, 2, 3, 5, 16, 17, 32, 33, 40, 64, 65}) {
       std::vector<float> x(static_cast<std::size_t>(N) * K);
       for (auto& v : x) v = nd(rng);
       for (int threads : {1, 2}) {
         std::vector<float> y(static_cast<std::size_t>(N) * ldy, kPoison);
         jomoim::packed_linear(x.data(), N, W, bias.data(), y.data(), ldy, threads);
         const std::string what = std::string(format == jomoim::WeightFormat::bf16 ? "bf16" : "q8") +
-                                 " N=" + std::to_string(N) + " threads=" + std::to_string(threads);
+                                 " N=" + std::to_string(N) + " threads=" + std::to_string(threads) + " target " +
+                                 (target.empty() ? "native" : target);
         for (int n = 0; n < N; ++n) {
           const float* xr = x.data() + static_cast<std::size_t>(n) * K;
           float xmax = 0.0f;
@@ -272,5 +280,6 @@ TEST(PackedLinear, MatchesFloat64AcrossPathsAndBlocks) {
       }
     }
   }
-  EXPECT_EQ(checked, 2 * 10 * 2);
+  jomoim::set_simd_target("");
+  EXPECT_EQ(checked, static_cast<int>(cases.size()) * 11 * 2);
 }

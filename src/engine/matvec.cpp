@@ -294,6 +294,8 @@ void Rows(const float* x, std::size_t ldx, int M, const T* w, std::size_t ldw, i
     }
   });
 }
+int PassRows() { return kPassRows; }
+
 void Bf16Rows(const float* x, std::size_t ldx, int M, const std::uint16_t* w, std::size_t ldw, int K, int rows,
               const float* bias, float* y, std::size_t ldy) {
   Rows(x, ldx, M, w, ldw, K, rows, bias, y, ldy);
@@ -434,6 +436,7 @@ HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
 namespace jomoim::detail {
+HWY_EXPORT(PassRows);
 HWY_EXPORT(Bf16Rows);
 HWY_EXPORT(F32Rows);
 HWY_EXPORT(F32Cols);
@@ -445,6 +448,7 @@ HWY_EXPORT(AllFinite);
 }  // namespace jomoim::detail
 
 namespace jomoim::matvec {
+int pass_rows() { return HWY_DYNAMIC_DISPATCH(detail::PassRows)(); }
 void bf16_rows(const float* x, std::size_t ldx, int M, const std::uint16_t* w, std::size_t ldw, int K, int rows,
                const float* bias, float* y, std::size_t ldy) {
   if (M <= 0 || rows <= 0) return;

@@ -47,15 +47,17 @@ std::optional<MatmulPrecision> parse_matmul_precision(std::string_view s) {
 
 namespace {
 
-// Up to this many activation rows with float32 products, the matvec kernels read the stored
-// weights directly (in passes of several rows over blocks of weight rows that stay in L2); above,
-// a tile widened to float32 and an sgemm per tile are cheaper. On a Zen 5 (2 threads, prefill of
-// a prompt): bf16 weights, GPT-2 small 24.8 / 30.3 ms against 45.0 / 49.2 at 24 / 32 tokens, the
-// default model 1.17 / 1.47 against 1.95 / 2.25, pinned to AVX2 GPT-2 small level at 32 and
-// behind from 48; q8 weights, GPT-2 small 18.5 / 24.1 ms against 31.4 / 36.4, level from 96
-// natively, pinned to AVX2 35.2 / 46.3 against 40.6 / 47.8 and behind from 48 (bench/NOTES.md,
-// "Short prompts with bf16 weights" and "Short prompts with q8 weights").
-constexpr int kMatvecRows = 32;
+// With float32 products, prompts of up to this many rows per pass of the matvec kernels
+// (matvec::pass_rows: 64 rows with four a pass on AVX-512, 32 with two on AVX2) read the stored
+// weights directly (in passes over blocks of weight rows that stay in L2); longer ones take a
+// tile widened to float32 and an sgemm per tile. On a Zen 5 (2 threads, prefill, direct against
+// widened, ms; bench/NOTES.md "Short prompts with bf16 weights" and "... with q8 weights"):
+// natively, GPT-2 small with bf16 weights 24.8 / 30.3 against 45.0 / 49.2 at 24 / 32 tokens and
+// 34.9 / 55.4 against 49.1 / 64.9 at 40 / 64, with q8 18.5 / 24.1 against 31.4 / 36.4 and 35.4 /
+// 55.2 against 48.9 / 63.3, at 80 still 0.90-0.96x; pinned to AVX2, 5 rounds at 28 / 32 tokens,
+// q8 41.9 / 49.9 against 47.5 / 51.2, bf16 36.8 / 41.3 against 46.6 / 51.5 (a run of 3 rounds had
+// q8 behind at 32: 56.6 against 49.3).
+constexpr int kMatvecRowsPerPass = 16;
 // Asked for bf16 products (--matmul bf16), prompts of more than 16 rows go to oneDNN's bf16
 // matmul (bf16_prompt) where the CPU has bf16 instructions, else to the widened tiles.
 constexpr int kBf16PromptRows = 16;
@@ -214,7 +216,7 @@ void packed_linear(const float* x, int N, const PackedMatrix& W, const float* bi
                    int threads, model_blas::Precision precision) {
   const int R = W.rows, K = W.cols;
   if (N <= 0 || R <= 0) return;
-  if (N <= (precision == model_blas::Precision::f32 ? kMatvecRows : kBf16PromptRows)) {
+  if (N <= (precision == model_blas::Precision::f32 ? kMatvecRowsPerPass * matvec::pass_rows() : kBf16PromptRows)) {
     // Each thread's slice of weight rows meets every activation row (the kernels take them in
     // passes over blocks of weight rows that stay in L2).
     auto run = [&](int r0, int r1) {

@@ -24,6 +24,10 @@
 
 namespace jomoim::matvec {
 
+// Activation rows a pass on the dispatched target (4 with 32 vector registers, 2 on AVX2 and
+// other 16-register targets): each weight vector is read once per that many rows.
+int pass_rows();
+
 // W in bfloat16 bits (any K; ldw >= K).
 void bf16_rows(const float* x, std::size_t ldx, int M, const std::uint16_t* w, std::size_t ldw, int K, int rows,
                const float* bias, float* y, std::size_t ldy);
