@@ -11,9 +11,11 @@
 // product along a contiguous row. x is [M, K] (row m at x + m * ldx), y is [M, rows] (row m at
 // y + m * ldy):
 //   y[m][r] = sum_k x[m][k] * W[r][k]  (+ bias[r] when bias is not null)
-// M is any count of rows: a pass takes up to four (two on 16-register targets such as AVX2, and
-// for q8's int16 products) and reads each widened weight vector once for them; with more rows
-// than one pass, the weights go in blocks of rows that stay in L2 while every pass meets them.
+// M is any count of rows: a pass takes up to pass_rows() of them (four, or two on 16-register
+// targets such as AVX2) and reads each widened weight vector once for them; with more rows than
+// one pass, the weights go in blocks of rows that stay in L2 while every pass meets them. Passes
+// and blocks only reorder whole dot products: each row's outputs are the bits a call with that
+// row alone gives (for q8_rows, see below).
 // Past a few dozen rows a widened tile and a GEMM are cheaper. One thread; callers split `rows`
 // across threads. Compiled once per SIMD target (Highway), dispatched once per call like the
 // attention kernels.
@@ -45,11 +47,13 @@ void f32_rows(const float* x, std::size_t ldx, int M, const float* w, std::size_
 void f32_cols(const float* x, int K, const float* w, std::size_t ldw, int n, float alpha, float beta, float* y);
 
 // W in q8: values [rows, K] (row stride ldw), scales [rows, K / block] (row stride K / block);
-// block is 16 or 32 and divides K. W[r][k] = scales[r][k / block] * values[r][k]. Where a block
-// is whole int16 vectors and x is finite (not on one-lane targets), each activation row is
-// rounded once per call to int16 per block (scale max |x| / 32767; error at most 2^-16 of the
-// block's largest value, against the weights' 2^-8) and each block's products are summed
-// exactly in int32 before scaling; otherwise the weights are widened to float32.
+// block is 16 or 32 and divides K. W[r][k] = scales[r][k / block] * values[r][k]. With one or
+// two activation rows (decode), where a block is whole int16 vectors and x is finite (not on
+// one-lane targets), each row is rounded once per call to int16 per block (scale max |x| /
+// 32767; error at most 2^-16 of the block's largest value, against the weights' 2^-8) and each
+// block's products are summed exactly in int32 before scaling. Three rows or more (a prompt),
+// or otherwise, widen the weights to float32 in registers: each row then gets the bits f32_rows
+// gives it on the dequantized weights.
 void q8_rows(const float* x, std::size_t ldx, int M, const std::int8_t* values, std::size_t ldw, const float* scales,
              int block, int K, int rows, const float* bias, float* y, std::size_t ldy);
 
