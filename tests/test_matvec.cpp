@@ -136,10 +136,7 @@ TEST(Matvec, ManyRowsGiveEachRowItsOneRowBits) {
         for (std::size_t i = 0; i < wf.size(); ++i) w16[i] = bf16_from_float(wf[i]);
         const Q8Buffer q = quantize_q8(ConstTensor4::contiguous(wf.data(), {1, 1, rows, K}), 32);
         std::vector<float> wq(wf.size(), kPoison);  // the q8 weights widened
-        for (int r = 0; r < rows; ++r)
-          matvec::dequantize_q8_row(q.values.data() + static_cast<std::size_t>(r) * K,
-                                    q.scales.data() + static_cast<std::size_t>(r) * (K / 32), 32, K,
-                                    wq.data() + static_cast<std::size_t>(r) * K);
+        dequantize_q8(q.view(), Tensor4::contiguous(wq.data(), {1, 1, rows, K}));
         auto run = [&](const char* name, auto call, auto alone) {
           std::vector<float> all(M * ldy, kPoison), one(ldy, kPoison);
           call(x.data(), M, all.data());

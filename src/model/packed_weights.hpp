@@ -52,12 +52,12 @@ struct PackedWeights {
   GptParams keep_small(const GptConfig& c, const GptParams& p);
 };
 
-// y[N, W.rows] (row stride ldy) = x[N, W.cols] W^T (+ bias): for N <= 16 (bf16 weights with
-// float32 products: N <= 32) the matvec kernels (groups of rows sharing each weight read; bf16 in
-// blocks of 64 KiB of weight rows), outputs split across threads; above, tiles of 256 outputs
-// widened into float32 (a per-thread scratch of 256 * cols floats) and multiplied by
-// model_blas::gemm. With precision bf16 the GEMMs round x and the widened tiles to bf16
-// (model_blas::Precision).
+// y[N, W.rows] (row stride ldy) = x[N, W.cols] W^T (+ bias): for N up to 16 rows per pass of the
+// matvec kernels (64 on AVX-512, 32 on AVX2; 16 with precision bf16) those kernels (passes of
+// rows sharing each weight read, over blocks of 64 KiB of weight rows), outputs split across
+// threads; above, tiles of 256 outputs widened into float32 (a per-thread scratch of 256 * cols
+// floats) and multiplied by model_blas::gemm. With precision bf16 the GEMMs round x and the
+// widened tiles to bf16 (model_blas::Precision).
 void packed_linear(const float* x, int N, const PackedMatrix& W, const float* bias, float* y, std::size_t ldy,
                    int threads, model_blas::Precision precision = model_blas::Precision::f32);
 
