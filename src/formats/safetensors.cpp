@@ -474,6 +474,10 @@ SafetensorsFile SafetensorsFile::open(const std::filesystem::path& path) {
   const int err = errno;
   ::close(fd);  // the mapping keeps its own reference to the file
   if (addr == MAP_FAILED) fail(name, std::string("cannot map: ") + std::strerror(err));
+  // Pages this mapping faults in from disk come as 2 MiB folios where the kernel and file system
+  // can (Linux 6.16+ on ext4, for example), mapped by one TLB entry each: float32 decode reads the
+  // whole mapped checkpoint every token. Only a hint; pages already cached keep their size.
+  ::madvise(addr, size, MADV_HUGEPAGE);
   auto mapping = std::make_shared<const Mapping>(addr, size);  // unmaps if parse throws
   return parse({static_cast<const std::byte*>(addr), size}, std::move(name), std::move(mapping));
 }
