@@ -15,7 +15,8 @@ build/lctimer is missing. Everything it makes goes to bench/llamacpp/build/.
    (Python module, the same token ids) vs llama.cpp at each precision, and both vs a float64
    NumPy forward of the same weights: max |dp| over jomoim's top 20 and KL(jomoim f32 || other).
 3. Speed, 2 threads, alternating rounds (the order reversed every other round), a fresh process
-   per measurement (each the median of --reps inside it), medians over rounds: prefill of a
+   per measurement (each the median of --reps inside it), the runs of each precision next to
+   their llama.cpp peer's, medians over rounds: prefill of a
    512-token prompt, decode (greedy, --tokens one at a time) after 128 and 1024 tokens of
    context; where the model's context is shorter, the prompt is cut to context - tokens (and
    prefill uses the longest such prompt), as the tables say. jomoim: `bench-model` with F32
@@ -23,6 +24,9 @@ build/lctimer is missing. Everything it makes goes to bench/llamacpp/build/.
    cache and with the KV cache of their own precision; then each precision with --matmul bf16 (a
    prompt's products on bf16 inputs). llama.cpp: F32, F16, Q8_0 weights (its
    default f16 KV cache), flash attention on and off; its best setting is reported for each figure.
+   Before the rounds, every model file is dropped from the page cache and loaded once by its own
+   engine (cold_start): how a file was first read decides whether the kernel caches it in 2 MiB
+   or 4 KiB pages, which moves float32 decode by 10-20 %; the report gives each file's share.
 4. --avx2: both as on an AVX2-only CPU (a Zen 3), on a machine with more: jomoim `bench-model
    --target AVX2` with ONEDNN_MAX_CPU_ISA=AVX2 (oneDNN's products; no bf16 matmul there, so the
    --matmul bf16 runs are left out), the Python module pinned to AVX2 for the agreement, and
@@ -336,20 +340,23 @@ def specs_for(n_pos, tokens):
 
 
 def runners(model_dir, gg, P, N, reps, threads, prefill_spec):
+    """The runs of one (prompt, tokens) spec, grouped by precision (jomoim F32 then llama.cpp F32,
+    jomoim BF16 then llama.cpp F16, jomoim Q8 then llama.cpp Q8_0): the figures compared run next
+    to each other, within seconds, as this VM's memory speed drifts by 10-30 % within minutes."""
     common = ["--prompt", str(P), "--tokens", str(N), "--reps", str(reps), "--threads", str(threads)]
-    out = []
-    for w, kv, mm in JOMOIM_RUNS:
-        if AVX2 and mm == "bf16":
-            continue  # oneDNN has no bf16 matmul on AVX2: the same products as --matmul f32
-        out.append((jomoim_label(w, kv, mm), ("jomoim", w.upper(), kv, "-"),
-                    [JOMOIM, "bench-model", "--model", model_dir, "--weights", w, "--kv-cache", kv, "--matmul", mm,
-                     "--json"] + (["--target", "AVX2"] if AVX2 else []) + common))
     # llama.cpp decode runs prefill once and re-decode after cutting the KV cache back to the prompt
     pre = ["--prefill-reps", str(reps if prefill_spec else 1)]
-    for w in WEIGHTS:
+    out = []
+    for jw, lw in zip(("f32", "bf16", "q8"), WEIGHTS):
+        for w, kv, mm in JOMOIM_RUNS:
+            if w != jw or (AVX2 and mm == "bf16"):
+                continue  # on AVX2 oneDNN has no bf16 matmul: the same products as --matmul f32
+            out.append((jomoim_label(w, kv, mm), ("jomoim", w.upper(), kv, "-"),
+                        [JOMOIM, "bench-model", "--model", model_dir, "--weights", w, "--kv-cache", kv, "--matmul", mm,
+                         "--json"] + (["--target", "AVX2"] if AVX2 else []) + common))
         for fa in ("on", "off"):
-            out.append((f"llama.cpp {w.upper()}, f16 KV, FA {fa}", ("llama.cpp", w.upper(), "f16", fa),
-                        [LCTIMER, "bench", gg[w], "--flash", fa] + common + pre))
+            out.append((f"llama.cpp {lw.upper()}, f16 KV, FA {fa}", ("llama.cpp", lw.upper(), "f16", fa),
+                        [LCTIMER, "bench", gg[lw], "--flash", fa] + common + pre))
     return out
 
 
@@ -368,6 +375,63 @@ def run_with_rss(cmd):
     d["rss_mib"] = d["peak_rss_mib"]
     d["ru_maxrss_mib"] = ru.ru_maxrss / 1024
     return d
+
+
+def drop_from_page_cache(path):
+    """Asks the kernel to forget the file's cached pages (clean ones nobody maps)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def huge_page_share(path):
+    """The share of the file's bytes that a fresh read-only mapping gets through 2 MiB page-table
+    entries (FilePmdMapped of /proc/self/smaps), i.e. cached in 2 MiB folios; None where smaps
+    does not say."""
+    import mmap
+    size = os.path.getsize(path)
+    with open(path, "rb") as f:
+        m = mmap.mmap(f.fileno(), 0, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ)
+    try:
+        for i in range(0, size, 4096):
+            m[i]
+        start = None
+        with open("/proc/self/smaps") as sm:
+            for line in sm:
+                head = line.split()
+                if "-" in head[0] and len(head) >= 6 and head[-1] == os.path.realpath(path):
+                    start = True
+                elif start and head[0] == "FilePmdMapped:":
+                    return int(head[1]) * 1024 / size
+    finally:
+        m.close()
+    return None
+
+
+def cold_start(models, threads):
+    """Every engine starts from its files read cold, loaded once the way it loads them. The page
+    cache's folio sizes are set when a file is read: a file that some earlier program read in 4 KiB
+    pieces stays in 4 KiB pages, and float32 decode, which reads every weight each token, runs
+    10-20 % slower from it (bench/NOTES.md, "Huge pages for mapped weights"). So each model's
+    safetensors and GGUF files are dropped from the page cache first and loaded once by their own
+    engine; the report says how much of each ended up in 2 MiB pages."""
+    os.sync()
+    shares = {}
+    for name, (model_dir, gg, _) in models.items():
+        st = os.path.join(model_dir, "model.safetensors")
+        for path in [st] + [gg[w] for w in WEIGHTS]:
+            drop_from_page_cache(path)
+        run_with_rss([JOMOIM, "bench-model", "--model", model_dir, "--prompt", "8", "--tokens", "2", "--reps", "1",
+                      "--threads", str(threads), "--json"])
+        for w in WEIGHTS:
+            run_with_rss([LCTIMER, "bench", gg[w], "--prompt", "8", "--tokens", "2", "--reps", "1",
+                          "--threads", str(threads), "--prefill-reps", "1"])
+        for label, path in [(f"{name} safetensors (jomoim)", st)] + [(f"{name} {w.upper()} GGUF (llama.cpp)", gg[w])
+                                                                       for w in WEIGHTS]:
+            shares[label] = huge_page_share(path)
+    return shares
 
 
 def bench(models, rounds, reps, tokens, threads, raw_path):
@@ -509,8 +573,12 @@ def main():
     if not a.no_bench:
         os.makedirs(os.path.join(BUILD, "results"), exist_ok=True)
         raw = os.path.join(BUILD, "results", time.strftime("raw-%Y%m%d-%H%M%S.jsonl"))
+        shares = cold_start(models, a.threads)
         jobs, res = bench(models, a.rounds, a.reps, a.tokens, a.threads, raw)
-        report += ["", "## Speed", speed_tables(models, jobs, res, a.rounds, a.reps, a.tokens)]
+        report += ["", "## Speed", speed_tables(models, jobs, res, a.rounds, a.reps, a.tokens), "",
+                   "Page cache after a cold start (each file dropped, then loaded once by its engine), share "
+                   "of each file in 2 MiB pages: " +
+                   "; ".join(f"{k} {'?' if v is None else f'{100 * v:.0f} %'}" for k, v in shares.items())]
     report += ["", f"(the whole run took {time.time() - t_start:.0f} s)"]
     text = "\n".join(report) + "\n"
     print(text)
