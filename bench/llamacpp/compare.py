@@ -26,7 +26,7 @@ build/lctimer is missing. Everything it makes goes to bench/llamacpp/build/.
    default f16 KV cache), flash attention on and off; its best setting is reported for each figure.
    Before the rounds, every model file is dropped from the page cache and loaded once by its own
    engine (cold_start): how a file was first read decides whether the kernel caches it in 2 MiB
-   or 4 KiB pages, which moves float32 decode by 10-20 %; the report gives each file's share.
+   or 4 KiB pages, which moves float32 decode by 3-20 %; the report gives each file's share.
 4. --avx2: both as on an AVX2-only CPU (a Zen 3), on a machine with more: jomoim `bench-model
    --target AVX2` with ONEDNN_MAX_CPU_ISA=AVX2 (oneDNN's products; no bf16 matmul there, so the
    --matmul bf16 runs are left out), the Python module pinned to AVX2 for the agreement, and
@@ -397,13 +397,13 @@ def huge_page_share(path):
     try:
         for i in range(0, size, 4096):
             m[i]
-        start = None
+        ours = False  # inside the block of our mapping's lines
         with open("/proc/self/smaps") as sm:
             for line in sm:
                 head = line.split()
-                if "-" in head[0] and len(head) >= 6 and head[-1] == os.path.realpath(path):
-                    start = True
-                elif start and head[0] == "FilePmdMapped:":
+                if not head[0].endswith(":"):  # a mapping's first line: "start-end perms ... path"
+                    ours = len(head) >= 6 and head[-1] == os.path.realpath(path)
+                elif ours and head[0] == "FilePmdMapped:":
                     return int(head[1]) * 1024 / size
     finally:
         m.close()
@@ -412,9 +412,10 @@ def huge_page_share(path):
 
 def cold_start(models, threads):
     """Every engine starts from its files read cold, loaded once the way it loads them. The page
-    cache's folio sizes are set when a file is read: a file that some earlier program read in 4 KiB
-    pieces stays in 4 KiB pages, and float32 decode, which reads every weight each token, runs
-    10-20 % slower from it (bench/NOTES.md, "Huge pages for mapped weights"). So each model's
+    cache's folio sizes are set when a file is read: a file first read in small pieces (as
+    jomoim's loader read its mapping before 5e377cc) stays in 4 KiB pages, and float32 decode,
+    which reads every weight each token, runs 3-20 % slower from it (bench/NOTES.md, "Huge pages
+    for mapped weights"). So each model's
     safetensors and GGUF files are dropped from the page cache first and loaded once by their own
     engine; the report says how much of each ended up in 2 MiB pages."""
     os.sync()
