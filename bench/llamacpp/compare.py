@@ -36,6 +36,7 @@ build/lctimer is missing. Everything it makes goes to bench/llamacpp/build/.
 import argparse
 import hashlib
 import json
+import mmap
 import os
 import statistics
 import subprocess
@@ -390,7 +391,6 @@ def huge_page_share(path):
     """The share of the file's bytes that a fresh read-only mapping gets through 2 MiB page-table
     entries (FilePmdMapped of /proc/self/smaps), i.e. cached in 2 MiB folios; None where smaps
     does not say."""
-    import mmap
     size = os.path.getsize(path)
     with open(path, "rb") as f:
         m = mmap.mmap(f.fileno(), 0, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ)
@@ -415,23 +415,21 @@ def cold_start(models, threads):
     cache's folio sizes are set when a file is read: a file first read in small pieces (as
     jomoim's loader read its mapping before 5e377cc) stays in 4 KiB pages, and float32 decode,
     which reads every weight each token, runs 3-20 % slower from it (bench/NOTES.md, "Huge pages
-    for mapped weights"). So each model's
-    safetensors and GGUF files are dropped from the page cache first and loaded once by their own
-    engine; the report says how much of each ended up in 2 MiB pages."""
+    for mapped weights"). So each model's safetensors and GGUF files are dropped from the page
+    cache first and loaded once by their own engine; returns {file label: share in 2 MiB pages}."""
     os.sync()
     shares = {}
     for name, (model_dir, gg, _) in models.items():
-        st = os.path.join(model_dir, "model.safetensors")
-        for path in [st] + [gg[w] for w in WEIGHTS]:
+        files = {f"{name} safetensors (jomoim)": os.path.join(model_dir, "model.safetensors")}
+        files.update({f"{name} {w.upper()} GGUF (llama.cpp)": gg[w] for w in WEIGHTS})
+        for path in files.values():
             drop_from_page_cache(path)
         run_with_rss([JOMOIM, "bench-model", "--model", model_dir, "--prompt", "8", "--tokens", "2", "--reps", "1",
                       "--threads", str(threads), "--json"])
         for w in WEIGHTS:
             run_with_rss([LCTIMER, "bench", gg[w], "--prompt", "8", "--tokens", "2", "--reps", "1",
                           "--threads", str(threads), "--prefill-reps", "1"])
-        for label, path in [(f"{name} safetensors (jomoim)", st)] + [(f"{name} {w.upper()} GGUF (llama.cpp)", gg[w])
-                                                                       for w in WEIGHTS]:
-            shares[label] = huge_page_share(path)
+        shares.update({label: huge_page_share(path) for label, path in files.items()})
     return shares
 
 
