@@ -1,4 +1,5 @@
-// test_attention_q8.cpp — the q8 format and attention_q8kv (jomoim/engine/quant.hpp).
+// test_attention_q8.cpp — the q8 and q4 formats, attention_q8kv and attention_q4kv
+// (jomoim/engine/quant.hpp).
 //
 // Oracle: the float64 reference (attention_reference) on the dequantized keys and values, so
 // only the fast path's float32 arithmetic is measured, with the same worst-case rounding bound
@@ -34,6 +35,17 @@ std::vector<float> random_values(I64 n, Rng& rng, float amp) {
   std::vector<float> x(static_cast<std::size_t>(n));
   for (float& v : x) v = rng.uniform(amp);
   return x;
+}
+
+// fn()'s jomoim::Error message, or "no error".
+template <class F>
+std::string message(F&& fn) {
+  try {
+    fn();
+  } catch (const jomoim::Error& e) {
+    return std::string(e.what());
+  }
+  return std::string("no error");
 }
 
 struct PinTarget {
@@ -123,14 +135,6 @@ TEST(Q8, VectorizedRowsQuantizeLikeTheScalarDefinitionOnEveryTarget) {
 TEST(Q8, Refusals) {
   std::vector<float> x(2 * 32, 0.5f);
   const ConstTensor4 xv = ConstTensor4::contiguous(x.data(), {1, 1, 2, 32});
-  auto message = [](auto&& fn) {
-    try {
-      fn();
-    } catch (const jomoim::Error& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
   EXPECT_NE(message([&] { jomoim::quantize_q8(xv, 24); }).find("multiple of 16"), std::string::npos);
   EXPECT_NE(message([&] { jomoim::quantize_q8(xv, 0); }).find("multiple of 16"), std::string::npos);
   EXPECT_NE(message([&] { jomoim::quantize_q8(xv, 64); }).find("does not divide D = 32"), std::string::npos);
@@ -184,16 +188,30 @@ struct Q8Case {
   bool causal = false, bias = false, key_lengths = false, col = false;
 };
 
-void check_case(const Q8Case& c, int threads, const std::string& target) {
+// q4 = true: the same case in q4 (attention_q4kv against the reference on q4's dequantized k, v).
+void check_case(const Q8Case& c, int threads, const std::string& target, bool q4 = false) {
   Rng rng{std::hash<std::string>()(c.name) ^ std::uint64_t(threads)};
   std::vector<float> q = random_values(c.B * c.Hq * c.Nq * c.D, rng, 1.0f);
   std::vector<float> k = random_values(c.B * c.Hkv * c.Nk * c.D, rng, 2.0f);
   std::vector<float> v = random_values(c.B * c.Hkv * c.Nk * c.Dv, rng, 1.5f);
-  const auto kq = jomoim::quantize_q8(ConstTensor4::contiguous(k.data(), {c.B, c.Hkv, c.Nk, c.D}), c.block);
-  const auto vq = jomoim::quantize_q8(ConstTensor4::contiguous(v.data(), {c.B, c.Hkv, c.Nk, c.Dv}), c.block);
-  std::vector<float> kd(k.size()), vd(v.size());
-  jomoim::dequantize_q8(kq.view(), Tensor4::contiguous(kd.data(), {c.B, c.Hkv, c.Nk, c.D}));
-  jomoim::dequantize_q8(vq.view(), Tensor4::contiguous(vd.data(), {c.B, c.Hkv, c.Nk, c.Dv}));
+  const ConstTensor4 kf = ConstTensor4::contiguous(k.data(), {c.B, c.Hkv, c.Nk, c.D});
+  const ConstTensor4 vf = ConstTensor4::contiguous(v.data(), {c.B, c.Hkv, c.Nk, c.Dv});
+  std::vector<float> kd(k.size(), poison()), vd(v.size(), poison());
+  const Tensor4 kdv = Tensor4::contiguous(kd.data(), {c.B, c.Hkv, c.Nk, c.D});
+  const Tensor4 vdv = Tensor4::contiguous(vd.data(), {c.B, c.Hkv, c.Nk, c.Dv});
+  jomoim::Q8Buffer kq, vq;
+  jomoim::Q4Buffer kq4, vq4;
+  if (q4) {
+    kq4 = jomoim::quantize_q4(kf, c.block);
+    vq4 = jomoim::quantize_q4(vf, c.block);
+    jomoim::dequantize_q4(kq4.view(), kdv);
+    jomoim::dequantize_q4(vq4.view(), vdv);
+  } else {
+    kq = jomoim::quantize_q8(kf, c.block);
+    vq = jomoim::quantize_q8(vf, c.block);
+    jomoim::dequantize_q8(kq.view(), kdv);
+    jomoim::dequantize_q8(vq.view(), vdv);
+  }
 
   jomoim::AttentionOptions o;
   o.causal = c.causal;
@@ -222,7 +240,10 @@ void check_case(const Q8Case& c, int threads, const std::string& target) {
   o.lse = jomoim::Tensor3::contiguous(lse.data(), {c.B, c.Hq, c.Nq});
   {
     PinTarget pin(target);
-    jomoim::attention_q8kv(qv, kq.view(), vq.view(), ov, o);
+    if (q4)
+      jomoim::attention_q4kv(qv, kq4.view(), vq4.view(), ov, o);
+    else
+      jomoim::attention_q8kv(qv, kq.view(), vq.view(), ov, o);
   }
   // The reference on the dequantized k and v, in the same notation.
   ConstTensor4 kv = ConstTensor4::contiguous(kd.data(), {c.B, c.Hkv, c.Nk, c.D});
@@ -272,17 +293,19 @@ void check_case(const Q8Case& c, int threads, const std::string& target) {
           worst_lse = std::max(worst_lse, std::fabs(gl - wl));
         }
       }
-  EXPECT_LE(worst, tol) << c.name << " target " << target << " threads " << threads;
+  const char* format = q4 ? "q4" : "q8";
+  EXPECT_LE(worst, tol) << format << " " << c.name << " target " << target << " threads " << threads;
   // The worst case is loose (linear in Nk); typical errors are random walks. The mean error must
   // stay near the rounding of the output itself: 4 u max|v| (measured: at most 0.25 u).
   if (count > 0) {
-    EXPECT_LE(sum_err / double(count), 4.0 * u * vmax) << c.name << " target " << target << " threads " << threads;
+    EXPECT_LE(sum_err / double(count), 4.0 * u * vmax)
+        << format << " " << c.name << " target " << target << " threads " << threads;
   }
   if (std::getenv("JOMOIM_Q8_PRINT"))
-    std::printf("%-22s %-6s t%d worst %.3g (tol %.3g) mean %.3g (%.2f u max|v|)\n", c.name.c_str(), target.c_str(),
-                threads, worst, tol, count ? sum_err / double(count) : 0.0,
+    std::printf("%s %-22s %-6s t%d worst %.3g (tol %.3g) mean %.3g (%.2f u max|v|)\n", format, c.name.c_str(),
+                target.c_str(), threads, worst, tol, count ? sum_err / double(count) : 0.0,
                 count ? sum_err / double(count) / (u * vmax) : 0.0);
-  EXPECT_LE(worst_lse, tol_lse) << c.name << " target " << target << " threads " << threads;
+  EXPECT_LE(worst_lse, tol_lse) << format << " " << c.name << " target " << target << " threads " << threads;
 }
 
 TEST(Q8, AttentionMatchesTheReferenceOnTheDequantizedInputs) {
@@ -396,6 +419,194 @@ TEST(Q8, ANonFiniteValueScaleStaysInItsBlock) {
           }
       }
     }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// q4
+
+TEST(Q4, RoundTripIsWithinHalfAScaleAndScalesAreMaxOver7) {
+  Rng rng{17};
+  for (I64 block : {32, 64, 128}) {
+    const std::array<I64, 4> shape = {2, 3, 5, 128};
+    std::vector<float> x = random_values(2 * 3 * 5 * 128, rng, 3.0f);
+    std::fill(x.begin(), x.begin() + block, 0.0f);  // an all-zero block
+    x[std::size_t(block) + 3] = 1e-30f;             // a tiny value next to normal ones
+    const jomoim::Q4Buffer q = jomoim::quantize_q4(ConstTensor4::contiguous(x.data(), shape), block);
+    ASSERT_EQ(q.values.size(), x.size() / 2);
+    ASSERT_EQ(q.scales.size(), x.size() / std::size_t(block));
+    std::vector<float> back(x.size(), poison());
+    jomoim::dequantize_q4(q.view(), Tensor4::contiguous(back.data(), shape));
+    const std::size_t half = 64;  // D / 2: a row's bytes
+    for (std::size_t b = 0; b < q.scales.size(); ++b) {
+      float amax = 0;
+      for (I64 i = 0; i < block; ++i) amax = std::max(amax, std::fabs(x[b * std::size_t(block) + std::size_t(i)]));
+      EXPECT_EQ(q.scales[b], amax / 7.0f) << "block " << b;
+      for (std::size_t i = 0; i < std::size_t(block); ++i) {
+        const std::size_t at = b * std::size_t(block) + i;
+        // The nibble of value e of its row: byte e % half of the row, low for the first half.
+        const std::size_t row = at / 128, e = at % 128;
+        const std::uint8_t byte = q.values[row * half + e % half];
+        const int nibble = e < half ? byte & 0x0F : byte >> 4;
+        EXPECT_GE(nibble, 1);
+        EXPECT_LE(nibble, 15);
+        EXPECT_EQ(back[at], q.scales[b] * float(nibble - 8)) << "element " << at;
+        EXPECT_LE(std::fabs(back[at] - x[at]), 0.5001f * q.scales[b] + 1e-37f) << "element " << at;
+      }
+    }
+    for (I64 i = 0; i < block; ++i) EXPECT_EQ(back[std::size_t(i)], 0.0f);
+  }
+}
+
+// The layout spelled out on rows of one and of two blocks of 32 whose scales are 1: x_i = (i %
+// 15) - 7 is stored as i % 15 + 1, value i in byte i's low nibble and value i + D / 2 in its high
+// one; halves round to even.
+TEST(Q4, LayoutAndTiesOfOneBlock) {
+  for (int D : {32, 64}) {
+    std::vector<float> x(static_cast<std::size_t>(D));
+    for (int i = 0; i < D; ++i) x[std::size_t(i)] = float(i % 15 - 7);
+    const jomoim::Q4Buffer q = jomoim::quantize_q4(ConstTensor4::contiguous(x.data(), {1, 1, 1, D}));
+    ASSERT_EQ(q.scales, std::vector<float>(std::size_t(D / 32), 1.0f));
+    for (int i = 0; i < D / 2; ++i)
+      EXPECT_EQ(int(q.values[std::size_t(i)]), (i % 15 + 1) | (((i + D / 2) % 15 + 1) << 4)) << "byte " << i;
+  }
+  std::vector<float> x(32, 0.0f);
+  x[0] = 7.0f;
+  x[1] = 2.5f;   // -> 2
+  x[2] = 3.5f;   // -> 4
+  x[3] = -0.5f;  // -> 0
+  const jomoim::Q4Buffer t = jomoim::quantize_q4(ConstTensor4::contiguous(x.data(), {1, 1, 1, 32}));
+  EXPECT_EQ(t.values[1] & 0x0F, 2 + 8);
+  EXPECT_EQ(t.values[2] & 0x0F, 4 + 8);
+  EXPECT_EQ(t.values[3] & 0x0F, 0 + 8);
+}
+
+TEST(Q4, StridedInputQuantizesLikeContiguous) {
+  Rng rng{19};
+  const std::array<I64, 4> shape = {1, 2, 3, 64};
+  std::vector<float> x = random_values(1 * 2 * 3 * 64, rng, 1.0f);
+  std::vector<float> y(x.size());  // [B, N, H, D]
+  for (I64 h = 0; h < 2; ++h)
+    for (I64 n = 0; n < 3; ++n)
+      for (I64 d = 0; d < 64; ++d) y[std::size_t((n * 2 + h) * 64 + d)] = x[std::size_t((h * 3 + n) * 64 + d)];
+  const auto a = jomoim::quantize_q4(ConstTensor4::contiguous(x.data(), shape));
+  const auto b = jomoim::quantize_q4(ConstTensor4{y.data(), shape, {2 * 3 * 64, 64, 2 * 64, 1}});
+  EXPECT_EQ(a.values, b.values);
+  EXPECT_EQ(a.scales, b.scales);
+  // And dequantizing into a strided output writes the same values.
+  std::vector<float> c(x.size(), poison()), d(x.size(), poison());
+  jomoim::dequantize_q4(a.view(), Tensor4::contiguous(c.data(), shape));
+  jomoim::dequantize_q4(a.view(), Tensor4{d.data(), shape, {2 * 3 * 64, 64, 2 * 64, 1}});
+  for (I64 h = 0; h < 2; ++h)
+    for (I64 n = 0; n < 3; ++n)
+      for (I64 e = 0; e < 64; ++e)
+        ASSERT_EQ(c[std::size_t((h * 3 + n) * 64 + e)], d[std::size_t((n * 2 + h) * 64 + e)]);
+}
+
+TEST(Q4, Refusals) {
+  std::vector<float> x(2 * 32, 0.5f);
+  const ConstTensor4 xv = ConstTensor4::contiguous(x.data(), {1, 1, 2, 32});
+  EXPECT_NE(message([&] { jomoim::quantize_q4(xv, 16); }).find("multiple of 32"), std::string::npos);
+  EXPECT_NE(message([&] { jomoim::quantize_q4(xv, 0); }).find("multiple of 32"), std::string::npos);
+  EXPECT_NE(message([&] { jomoim::quantize_q4(xv, 64); }).find("does not divide D = 32"), std::string::npos);
+  x[37] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_NE(message([&] { jomoim::quantize_q4(xv); }).find("non-finite value nan at index [0, 0, 1, 5]"),
+            std::string::npos);
+  x[37] = 0.5f;
+  jomoim::Q4Buffer q = jomoim::quantize_q4(xv);
+  const auto before = q.values;
+  x[40] = -std::numeric_limits<float>::infinity();
+  x[1] = 100.0f;
+  EXPECT_THROW(jomoim::quantize_q4(xv, q.view()), jomoim::Error);  // nothing written
+  EXPECT_EQ(q.values, before);
+  x[40] = 0.5f;
+  x[1] = 0.5f;
+  std::vector<float> other(3 * 32), back(3 * 32);
+  EXPECT_NE(message([&] {
+              jomoim::quantize_q4(ConstTensor4::contiguous(other.data(), {1, 1, 3, 32}), q.view());
+            }).find("differs"),
+            std::string::npos);
+  EXPECT_NE(message([&] {
+              jomoim::dequantize_q4(q.view(), Tensor4::contiguous(back.data(), {1, 1, 3, 32}));
+            }).find("differs"),
+            std::string::npos);
+  std::vector<float> qv(32, 0.1f), out(32), probs(2);
+  const ConstTensor4 qq = ConstTensor4::contiguous(qv.data(), {1, 1, 1, 32});
+  jomoim::AttentionOptions o;
+  o.probs = jomoim::Tensor4::contiguous(probs.data(), {1, 1, 1, 2});
+  EXPECT_NE(message([&] {
+              jomoim::attention_q4kv(qq, q.view(), q.view(), Tensor4::contiguous(out.data(), {1, 1, 1, 32}), o);
+            }).find("probs: not available with q4"),
+            std::string::npos);
+  EXPECT_NE(message([&] {
+              jomoim::attention_q4kv(qq, q.view(), q.view(), Tensor4::contiguous(out.data(), {1, 1, 2, 32}));
+            }).find("out: expected shape"),
+            std::string::npos);
+  jomoim::Q4Tensor4 odd = q.view();
+  odd.block = 16;
+  EXPECT_NE(message([&] {
+              jomoim::attention_q4kv(qq, q.view(), odd, Tensor4::contiguous(out.data(), {1, 1, 1, 32}));
+            }).find("v: q4 block size must be a positive multiple of 32"),
+            std::string::npos);
+  EXPECT_NE(message([&] {
+              jomoim::attention_q4kv(
+                  qq, q.view(), q.view(),
+                  Tensor4{reinterpret_cast<float*>(q.values.data()), {1, 1, 1, 32}, {32, 32, 32, 1}});
+            }).find("overlaps the q4 input k"),
+            std::string::npos);
+}
+
+// The q8 cases whose blocks q4 allows (multiples of 32), and cases for the unpacked tiles: key
+// counts across several tiles of 256 with a tail, splits over two threads, D not a power of two.
+TEST(Q4, AttentionMatchesTheReferenceOnTheDequantizedInputs) {
+  const std::vector<Q8Case> cases = {
+      {"decode mha", 1, 4, 4, 1, 700, 64, 64, 32},
+      {"decode gqa d128", 1, 8, 2, 1, 1100, 128, 128, 32},
+      {"decode one key", 2, 2, 1, 1, 1, 32, 32, 32},
+      {"no keys", 1, 2, 2, 3, 0, 32, 32, 32},
+      {"few rows causal", 2, 3, 1, 5, 300, 64, 32, 32, true},
+      {"prefill-sized causal", 1, 2, 2, 37, 37, 32, 64, 32, true},
+      {"bias with -inf", 1, 2, 1, 3, 260, 64, 32, 32, false, true},
+      {"key lengths", 3, 2, 2, 2, 513, 32, 32, 32, false, false, true},
+      {"3b1b", 1, 2, 1, 4, 90, 32, 96, 32, true, false, false, true},
+      {"block = D", 1, 4, 4, 1, 500, 64, 64, 64},
+      {"decode mha block = D 128", 2, 2, 2, 1, 1029, 128, 128, 128},
+      {"grouped block 64 d256", 1, 8, 2, 1, 512, 256, 64, 64},
+      {"grouped block 32 d96 causal", 1, 4, 1, 9, 333, 96, 32, 32, true},
+      {"grouped block 32 dv 128", 1, 8, 2, 1, 700, 128, 128, 32},
+      {"planes 2 blocks of 64", 1, 8, 2, 1, 419, 64, 128, 64},
+      {"planes 4 blocks of 32, 9 rows", 1, 6, 2, 3, 259, 64, 128, 32},
+      {"long decode gqa", 1, 8, 1, 1, 2100, 64, 64, 32},
+  };
+  for (const std::string& t : jomoim::simd_targets())
+    for (int threads : {1, 2})
+      for (const Q8Case& c : cases) check_case(c, threads, t, true);
+}
+
+// A non-finite V block scale reaches only the heads that read it, in that block's columns.
+TEST(Q4, ANonFiniteValueScaleStaysInItsBlock) {
+  const I64 Hq = 8, Hkv = 2, Nk = 300, D = 64;
+  Rng rng{23};
+  std::vector<float> q = random_values(Hq * D, rng, 1.0f), k = random_values(Hkv * Nk * D, rng, 1.0f),
+                     v = random_values(Hkv * Nk * D, rng, 1.0f);
+  const auto kq = jomoim::quantize_q4(ConstTensor4::contiguous(k.data(), {1, Hkv, Nk, D}));
+  auto vq = jomoim::quantize_q4(ConstTensor4::contiguous(v.data(), {1, Hkv, Nk, D}));
+  vq.scales[std::size_t((1 * Nk + 270) * 2 + 1)] = std::numeric_limits<float>::quiet_NaN();  // head 1, key 270
+  for (const std::string& target : jomoim::simd_targets()) {
+    std::vector<float> out(std::size_t(Hq * D), poison());
+    {
+      PinTarget pin(target);
+      jomoim::attention_q4kv(ConstTensor4::contiguous(q.data(), {1, Hq, 1, D}), kq.view(), vq.view(),
+                             Tensor4::contiguous(out.data(), {1, Hq, 1, D}));
+    }
+    for (I64 h = 0; h < Hq; ++h)
+      for (I64 e = 0; e < D; ++e) {
+        const float got = out[std::size_t(h * D + e)];
+        if (h >= 4 && e >= 32)
+          EXPECT_FALSE(std::isfinite(got)) << target << " head " << h << " " << e;
+        else
+          EXPECT_TRUE(std::isfinite(got)) << target << " head " << h << " " << e;
+      }
   }
 }
 

@@ -7,6 +7,7 @@
   rates (GFLOP/s from the median time and the shape's FLOPs).
 - `--dtype q8` (8-bit K and V with their block's scale): checked on the dequantized K and V,
   the record naming the storage and block, GB/s counting q8's bytes; bad flags refused in one line.
+  `--dtype q4` the same in 4 bits.
 - `--ceilings-only --json`: one sgemm, one copy and one FMA-peak record with positive rates;
   `--fma-peak` alone gives only the last.
 - bench/report.py on a synthetic run: the decode sentence compares each pass's decode rate
@@ -95,7 +96,33 @@ def case_q8_records():
                          (["--dtype", "q8", "--head-dim", 48, "--q8-block", 32], "--head-dim (48)"),
                          (["--q8-block", 32], "needs --dtype q8"),
                          (["--dtype", "q8", "--bf16-weights"], "--bf16-weights"),
-                         (["--dtype", "q4"], "expected f32, bf16, f16 or q8")]:
+                         (["--dtype", "q5"], "expected f32, bf16, f16, q8 or q4")]:
+        p = subprocess.run([EXE, "bench", "--json", *map(str, args)], capture_output=True, text=True, timeout=60)
+        assert p.returncode == 1 and p.stdout == "", (args, p.returncode, p.stdout)
+        lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+        assert len(lines) == 1 and needle in lines[0], (args, p.stderr)
+
+
+def case_q4_records():
+    """`--dtype q4`: K and V in 4 bits (attention_q4kv), checked on the dequantized K and V; the
+    record names the storage and its block, GB/s counts 0.5 + 4 / block bytes a K/V value."""
+    shapes = [
+        (["--heads", 8, "--kv-heads", 2, "--q-len", 1, "--kv-len", 1100, "--head-dim", 128], 32),
+        (["--heads", 3, "--q-len", 70, "--kv-len", 45, "--head-dim", 32, "--value-dim", 96], 32),
+        (["--heads", 4, "--kv-heads", 1, "--q-len", 33, "--kv-len", 300, "--head-dim", 64, "--causal"], 64),
+    ]
+    for shape, block in shapes:
+        (r,) = bench_json(*shape, "--dtype", "q4", "--q4-block", block, "--reps", 3, "--warmup", 1, "--min-time", 0)
+        assert r["status"] == "ok" and r["dtype"] == "q4" and r["q4_block"] == block, (shape, r)
+        assert "q8_block" not in r, r
+        assert r["check_max_err"] <= r["check_tol"] and r["repeat_bitwise"] is True, (shape, r)
+        kv = r["b"] * r["hkv"] * r["nk"] * (r["d"] + r["dv"])
+        moved = 4.0 * r["b"] * r["hq"] * r["nq"] * (r["d"] + r["dv"]) + (0.5 + 4 / block) * kv
+        assert abs(r["gbs"] - moved / (r["median_ms"] * 1e-3) * 1e-9) <= 1e-6 * r["gbs"], (shape, r)
+    for args, needle in [(["--dtype", "q4", "--q4-block", 16], "--q4-block: want a multiple of 32"),
+                         (["--dtype", "q4", "--head-dim", 48], "--head-dim (48)"),
+                         (["--q4-block", 32], "needs --dtype q4"),
+                         (["--dtype", "q8", "--q4-block", 32], "needs --dtype q4")]:
         p = subprocess.run([EXE, "bench", "--json", *map(str, args)], capture_output=True, text=True, timeout=60)
         assert p.returncode == 1 and p.stdout == "", (args, p.returncode, p.stdout)
         lines = [ln for ln in p.stderr.splitlines() if ln.strip()]

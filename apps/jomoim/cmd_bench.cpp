@@ -43,7 +43,7 @@ namespace {
 
 using namespace bench;
 
-void run_single(const BenchOptions& o, bool q8_block_given) {
+void run_single(const BenchOptions& o, bool q8_block_given, bool q4_block_given) {
   const int threads = resolve_threads(o.threads);
   if (!o.ceilings_only) {
     Workload w;
@@ -51,20 +51,26 @@ void run_single(const BenchOptions& o, bool q8_block_given) {
     w.Nq = o.q_len, w.Nk = o.kv_len ? o.kv_len : o.q_len;
     w.D = o.head_dim, w.Dv = o.value_dim ? o.value_dim : o.head_dim;
     w.causal = o.causal;
-    const bool q8 = o.dtype == "q8";
-    const std::optional<Dtype> dt = q8 ? Dtype::f32 : parse_dtype(o.dtype);
-    if (!dt) throw Error("bench: --dtype: expected f32, bf16, f16 or q8, got '" + o.dtype + "'");
+    const bool q8 = o.dtype == "q8", q4 = o.dtype == "q4";
+    const std::optional<Dtype> dt = q8 || q4 ? Dtype::f32 : parse_dtype(o.dtype);
+    if (!dt) throw Error("bench: --dtype: expected f32, bf16, f16, q8 or q4, got '" + o.dtype + "'");
     w.dtype = *dt;
-    if (q8) {
-      // quantize_q8 would refuse these too; said here under the flag's name.
+    // --q8-block / --q4-block: checked here under the flag's name (quantize_q8 / quantize_q4
+    // would refuse them too); given without their --dtype, refused.
+    auto block_of = [&](bool chosen, bool given, const char* format, Index block, Index multiple) -> Index {
+      const std::string flag = std::string("--") + format + "-block";
+      if (!chosen) {
+        if (given) throw Error("bench: " + flag + " needs --dtype " + format);
+        return 0;
+      }
       for (auto [name, width] : {std::pair{"--head-dim", w.D}, {"--value-dim", w.Dv}})
-        if (o.q8_block < 16 || o.q8_block % 16 != 0 || width % o.q8_block != 0)
-          throw Error("bench: --q8-block: want a multiple of 16 dividing " + std::string(name) + " (" +
-                      std::to_string(width) + "), got " + std::to_string(o.q8_block));
-      w.q8_block = o.q8_block;
-    } else if (q8_block_given) {
-      throw Error("bench: --q8-block needs --dtype q8");
-    }
+        if (block < multiple || block % multiple != 0 || width % block != 0)
+          throw Error("bench: " + flag + ": want a multiple of " + std::to_string(multiple) + " dividing " +
+                      std::string(name) + " (" + std::to_string(width) + "), got " + std::to_string(block));
+      return block;
+    };
+    w.q8_block = block_of(q8, q8_block_given, "q8", o.q8_block, 16);
+    w.q4_block = block_of(q4, q4_block_given, "q4", o.q4_block, 32);
     if (o.bf16_weights && w.dtype != Dtype::bf16) throw Error("bench: --bf16-weights needs --dtype bf16");
     w.bf16_weights = o.bf16_weights;
     if (w.Hq % w.Hkv != 0)
@@ -144,12 +150,17 @@ void add_bench_command(CLI::App& app) {
                   "pin the SIMD target (one of those --quick lists, any case, e.g. AVX2 or avx2; AVX512 means AVX3)");
   cmd->add_option("--dtype", o->dtype,
                   "storage of q, k, v: f32, bf16 or f16 (inputs rounded to it; computed in float32, out float32); "
-                  "q8: k and v 8-bit with a float scale per block (attention_q8kv), q float32")
-      ->type_name("f32|bf16|f16|q8")
+                  "q8: k and v 8-bit with a float scale per block (attention_q8kv), q float32; q4: the same in "
+                  "4 bits (attention_q4kv)")
+      ->type_name("f32|bf16|f16|q8|q4")
       ->capture_default_str();
   CLI::Option* q8_block = cmd->add_option("--q8-block", o->q8_block,
                                           "with --dtype q8: values per scale, a multiple of 16 dividing --head-dim "
                                           "and --value-dim (32: ggml's Q8_0 blocks; --head-dim: one scale per row)")
+                              ->capture_default_str();
+  CLI::Option* q4_block = cmd->add_option("--q4-block", o->q4_block,
+                                          "with --dtype q4: values per scale, a multiple of 32 dividing --head-dim "
+                                          "and --value-dim")
                               ->capture_default_str();
   cmd->add_flag("--bf16-weights", o->bf16_weights,
                 "with --dtype bf16: round the softmax weights to bf16 for P·V (VDPBF16PS on AVX512_BF16; each weight "
@@ -171,12 +182,12 @@ void add_bench_command(CLI::App& app) {
   for (CLI::Option* f : shape_flags) quick->excludes(f);
   quick->excludes("--ceilings-only");
 
-  cmd->callback([o, q8_block] {
+  cmd->callback([o, q8_block, q4_block] {
     if (!o->target.empty()) set_simd_target(o->target);  // throws Error naming the choices
     if (o->quick)
       run_quick(*o);
     else
-      run_single(*o, q8_block->count() > 0);
+      run_single(*o, q8_block->count() > 0, q4_block->count() > 0);
     std::fflush(stdout);
   });
 }

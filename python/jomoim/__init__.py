@@ -13,6 +13,8 @@ Functions:
     quantize_q8, dequantize_q8
                          the 8-bit K/V format: (int8 values, float32 scale a block of 32)
     attention_q8kv       attention with k and v in that format (decode: 1.125 bytes a value)
+    quantize_q4, dequantize_q4, attention_q4kv
+                         the same in 4 bits (0.625 bytes a value: for memory, not for speed)
     simd_targets, active_simd_target, set_simd_target
                          which SIMD instruction set the kernels run on
 The model (jomoim/model.py):
@@ -33,9 +35,12 @@ from ._jomoim import (
     __version__,
     active_simd_target,
     attention,
+    attention_q4kv,
     attention_q8kv,
     attention_reference,
+    dequantize_q4,
     dequantize_q8,
+    quantize_q4,
     quantize_q8,
     set_simd_target,
     simd_targets,
@@ -50,10 +55,13 @@ __all__ = [
     "__version__",
     "active_simd_target",
     "attention",
+    "attention_q4kv",
     "attention_q8kv",
     "attention_reference",
     "default_model_dir",
+    "dequantize_q4",
     "dequantize_q8",
+    "quantize_q4",
     "quantize_q8",
     "set_simd_target",
     "simd_targets",

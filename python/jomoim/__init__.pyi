@@ -84,6 +84,33 @@ def attention_q8kv(q: F32, k: Q8, v: Q8, *, causal: bool = ..., scale: Optional[
                    bias: Optional[F32] = ..., key_lengths: Optional[KeyLengths] = ...,
                    notation: Notation = ..., return_lse: Literal[True], threads: Optional[int] = ...) -> Tuple[F32, F32]: ...
 
+U8 = npt.NDArray[np.uint8]
+Q4 = Tuple[U8, F32]
+
+def quantize_q4(x: F32, *, block: int = 32) -> Q4:
+    """The q4 format: (uint8 values [..., D / 2], two a byte, float32 scales [..., D / block]).
+
+    Each block: scale = max|x| / 7, value = round_half_even(x / scale) in [-7, 7], stored + 8; byte
+    i of a row holds value i (low nibble) and value i + D / 2 (high nibble). block: a multiple of
+    32 dividing D. Raises as quantize_q8.
+    """
+
+def dequantize_q4(values: U8, scales: F32, *, block: Optional[int] = None) -> F32:
+    """scale * value, element by element, float32 [..., D] (D = 2 * values.shape[-1])."""
+
+@overload
+def attention_q4kv(q: F32, k: Q4, v: Q4, *, causal: bool = ..., scale: Optional[float] = ...,
+                   bias: Optional[F32] = ..., key_lengths: Optional[KeyLengths] = ...,
+                   notation: Notation = ..., return_lse: Literal[False] = ..., threads: Optional[int] = ...) -> F32:
+    """attention_q8kv with k and v as quantize_q4's (values, scales) pairs.
+
+    Equal to the float64 formula on dequantize_q4(*k), dequantize_q4(*v) within float32 rounding.
+    """
+@overload
+def attention_q4kv(q: F32, k: Q4, v: Q4, *, causal: bool = ..., scale: Optional[float] = ...,
+                   bias: Optional[F32] = ..., key_lengths: Optional[KeyLengths] = ...,
+                   notation: Notation = ..., return_lse: Literal[True], threads: Optional[int] = ...) -> Tuple[F32, F32]: ...
+
 def simd_targets() -> list[str]:
     """SIMD targets compiled into the engine that this CPU can run, best first."""
 

@@ -20,6 +20,7 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "jomoim/engine/attention.hpp"
@@ -408,26 +409,30 @@ py::array c_order(const py::array& a) {
   return py::module_::import("numpy").attr("ascontiguousarray")(a);
 }
 
-// values (int8) and scales (float32) of one q8 tensor, checked against each other: the same
-// leading dimensions, scales' last = D / block. `view` points into the two arrays held here.
-struct Q8Arg {
+// values and scales (float32) of one quantized tensor, checked against each other: the same
+// leading dimensions, scales' last = D / block, where D = per_byte * values' last (q8: int8 values,
+// one a byte; q4: uint8, two a byte). The arrays are held here (C order) for views into them.
+struct QuantArrays {
   py::array values, scales;
-  jomoim::ConstQ8Tensor4 view;
+  std::array<Index, 4> shape{};  // [B, H, N, D] of the values represented
+  Index block = 0;
 };
 
-Q8Arg q8_arg(const std::string& name, py::handle values_obj, py::handle scales_obj, std::optional<Index> block,
-             int rank) {
+QuantArrays quant_arrays(const std::string& name, py::handle values_obj, py::handle scales_obj,
+                         std::optional<Index> block, int rank, const char* values_dtype, Index per_byte) {
   const std::string vn = name + " values", sn = name + " scales";
-  Q8Arg r;
-  r.values = c_order(typed_array(vn.c_str(), values_obj, "int8"));
+  QuantArrays r;
+  r.values = c_order(typed_array(vn.c_str(), values_obj, values_dtype));
   r.scales = c_order(typed_array(sn.c_str(), scales_obj, "float32"));
   if (rank && r.values.ndim() != rank)
-    throw jomoim::Error(vn + ": expected a rank-" + std::to_string(rank) + " array [B, Hkv, Nk, D], got shape " +
-                        shape_text(r.values));
+    throw jomoim::Error(vn + ": expected a rank-" + std::to_string(rank) + " array [B, Hkv, Nk, " +
+                        (per_byte == 1 ? "D" : "D / 2") + "], got shape " + shape_text(r.values));
   if (r.scales.ndim() != r.values.ndim())
     throw jomoim::Error(sn + ": shape " + shape_text(r.scales) + " does not match the values' " + shape_text(r.values) +
                         " (expected the same leading dimensions and D / block last)");
-  const std::array<Index, 4> vs = shape4(r.values), ss = shape4(r.scales);
+  std::array<Index, 4> vs = shape4(r.values);
+  vs[3] *= per_byte;
+  const std::array<Index, 4> ss = shape4(r.scales);
   const Index D = vs[3], nb = ss[3];
   if (!block && (nb == 0 ? D != 0 : D % nb != 0))
     throw jomoim::Error(sn + ": " + std::to_string(nb) + " blocks a row do not divide D = " + std::to_string(D) +
@@ -439,7 +444,33 @@ Q8Arg q8_arg(const std::string& name, py::handle values_obj, py::handle scales_o
     throw jomoim::Error(sn + ": shape " + shape_text(r.scales) + " does not match the values' " + shape_text(r.values) +
                         " with blocks of " + std::to_string(b) + " (expected the same leading " +
                         "dimensions and D / block last)");
-  r.view = {vs, b, static_cast<const std::int8_t*>(r.values.data()), static_cast<const float*>(r.scales.data())};
+  r.shape = vs;
+  r.block = b;
+  return r;
+}
+
+struct Q8Arg {
+  QuantArrays arrays;
+  jomoim::ConstQ8Tensor4 view;
+};
+struct Q4Arg {
+  QuantArrays arrays;
+  jomoim::ConstQ4Tensor4 view;
+};
+
+Q8Arg q8_arg(const std::string& name, py::handle values_obj, py::handle scales_obj, std::optional<Index> block,
+             int rank) {
+  Q8Arg r{quant_arrays(name, values_obj, scales_obj, block, rank, "int8", 1), {}};
+  r.view = {r.arrays.shape, r.arrays.block, static_cast<const std::int8_t*>(r.arrays.values.data()),
+            static_cast<const float*>(r.arrays.scales.data())};
+  return r;
+}
+
+Q4Arg q4_arg(const std::string& name, py::handle values_obj, py::handle scales_obj, std::optional<Index> block,
+             int rank) {
+  Q4Arg r{quant_arrays(name, values_obj, scales_obj, block, rank, "uint8", 2), {}};
+  r.view = {r.arrays.shape, r.arrays.block, static_cast<const std::uint8_t*>(r.arrays.values.data()),
+            static_cast<const float*>(r.arrays.scales.data())};
   return r;
 }
 
@@ -465,7 +496,8 @@ py::array dequantize_q8(py::handle values, py::handle scales, py::handle block_o
   const std::optional<Index> block =
       block_obj.is_none() ? std::nullopt : std::optional<Index>(index_of("block", block_obj));
   const Q8Arg a = q8_arg("q8", values, scales, block, 0);
-  py::array_t<float> out(std::vector<py::ssize_t>(a.values.shape(), a.values.shape() + a.values.ndim()));
+  py::array_t<float> out(
+      std::vector<py::ssize_t>(a.arrays.values.shape(), a.arrays.values.shape() + a.arrays.values.ndim()));
   const jomoim::Tensor4 ov = jomoim::Tensor4::contiguous(out.mutable_data(), a.view.shape);
   {
     py::gil_scoped_release unlocked;
@@ -474,21 +506,29 @@ py::array dequantize_q8(py::handle values, py::handle scales, py::handle block_o
   return out;
 }
 
-// k or v: a (values, scales) pair, as quantize_q8 returns it.
-Q8Arg q8_pair(const char* name, py::handle obj) {
+// k or v: a (values, scales) pair, as quantize_q8 (quantize_q4) returns it.
+template <class Arg>
+Arg quant_pair(const char* name, py::handle obj) {
+  constexpr bool q4 = std::is_same_v<Arg, Q4Arg>;
+  const char* from = q4 ? "quantize_q4" : "quantize_q8";
   if (!py::isinstance<py::tuple>(obj) && !py::isinstance<py::list>(obj))
-    throw py::type_error(std::string(name) + ": expected a (values, scales) pair from quantize_q8, got " +
+    throw py::type_error(std::string(name) + ": expected a (values, scales) pair from " + from + ", got " +
                          type_name(obj));
   const py::sequence s = py::reinterpret_borrow<py::sequence>(obj);
   if (s.size() != 2)
-    throw py::type_error(std::string(name) + ": expected a (values, scales) pair from quantize_q8, got " +
+    throw py::type_error(std::string(name) + ": expected a (values, scales) pair from " + from + ", got " +
                          std::to_string(s.size()) + " items");
-  return q8_arg(name, s[0], s[1], std::nullopt, 4);
+  if constexpr (q4)
+    return q4_arg(name, s[0], s[1], std::nullopt, 4);
+  else
+    return q8_arg(name, s[0], s[1], std::nullopt, 4);
 }
 
-py::object attention_q8kv(py::handle q, py::handle k, py::handle v, py::handle causal, py::handle scale_obj,
-                          py::handle bias, py::handle key_lengths, py::handle notation, py::handle lse_flag,
-                          py::handle threads) {
+// attention_q8kv and attention_q4kv (Arg: Q8Arg or Q4Arg).
+template <class Arg>
+py::object attention_quantized(py::handle q, py::handle k, py::handle v, py::handle causal, py::handle scale_obj,
+                               py::handle bias, py::handle key_lengths, py::handle notation, py::handle lse_flag,
+                               py::handle threads) {
   jomoim::AttentionOptions opt;
   opt.threads = threads_of(threads);
   const bool return_lse = flag_of("return_lse", lse_flag);
@@ -499,7 +539,7 @@ py::object attention_q8kv(py::handle q, py::handle k, py::handle v, py::handle c
   if (scale) opt.scale = float32_scale(*scale);
   const py::array qa = float32_array("q", q);
   const ConstTensor4 qv = input4("q", qa, col ? "[B, Hq, D, Nq]" : "[B, Hq, Nq, D]");
-  const Q8Arg ka = q8_pair("k", k), va = q8_pair("v", v);
+  const Arg ka = quant_pair<Arg>("k", k), va = quant_pair<Arg>("v", v);
   if (!bias.is_none()) opt.bias = bias_view(float32_array("bias", bias));
   std::vector<Index> lengths;
   set_key_lengths(opt, lengths, key_lengths, qv.shape[0]);
@@ -515,9 +555,46 @@ py::object attention_q8kv(py::handle q, py::handle k, py::handle v, py::handle c
   }
   {
     py::gil_scoped_release unlocked;
-    jomoim::attention_q8kv(qv, ka.view, va.view, ov, opt);
+    if constexpr (std::is_same_v<Arg, Q4Arg>)
+      jomoim::attention_q4kv(qv, ka.view, va.view, ov, opt);
+    else
+      jomoim::attention_q8kv(qv, ka.view, va.view, ov, opt);
   }
   return result(out, lse, py::none());
+}
+
+py::tuple quantize_q4(py::handle x_obj, py::handle block_obj) {
+  const py::array x = typed_array("x", x_obj, "float32");
+  const Index block = index_of("block", block_obj);
+  const jomoim::ConstTensor4 xv = view_of("x", x, shape4(x));
+  jomoim::Q4Buffer buf;
+  {
+    py::gil_scoped_release unlocked;
+    buf = jomoim::quantize_q4(xv, block);
+  }
+  std::vector<py::ssize_t> shape(x.shape(), x.shape() + x.ndim());
+  shape.back() /= 2;
+  py::array_t<std::uint8_t> values(shape);
+  shape.back() = py::ssize_t(buf.shape[3] / buf.block);
+  py::array_t<float> scales(shape);
+  if (!buf.values.empty()) std::memcpy(values.mutable_data(), buf.values.data(), buf.values.size());
+  if (!buf.scales.empty()) std::memcpy(scales.mutable_data(), buf.scales.data(), buf.scales.size() * sizeof(float));
+  return py::make_tuple(values, scales);
+}
+
+py::array dequantize_q4(py::handle values, py::handle scales, py::handle block_obj) {
+  const std::optional<Index> block =
+      block_obj.is_none() ? std::nullopt : std::optional<Index>(index_of("block", block_obj));
+  const Q4Arg a = q4_arg("q4", values, scales, block, 0);
+  std::vector<py::ssize_t> shape(a.arrays.values.shape(), a.arrays.values.shape() + a.arrays.values.ndim());
+  shape.back() *= 2;
+  py::array_t<float> out(shape);
+  const jomoim::Tensor4 ov = jomoim::Tensor4::contiguous(out.mutable_data(), a.view.shape);
+  {
+    py::gil_scoped_release unlocked;
+    jomoim::dequantize_q4(a.view, ov);
+  }
+  return out;
 }
 
 // pybind11's generated signatures would show the arguments as "handle": each docstring starts
@@ -624,6 +701,47 @@ Arguments as attention() for q (float32, any strides), causal, scale, bias, key_
 notation, return_lse and threads (probabilities are not offered). Returns out (a new C-order
 float32 array), or (out, lse) with return_lse. Raises TypeError for wrong types, jomoim.Error
 (a ValueError) for invalid arguments. The GIL is released while it runs.)doc";
+
+const char* kQuantize4Doc =
+    R"doc(quantize_q4(x, *, block=32) -> (values, scales)
+
+The q4 format of keys and values (docs/design.md; jomoim/engine/quant.hpp): blocks of `block`
+values along the last dimension D (a multiple of 32 that divides D), each storing
+d = max|x| / 7 and q = round_half_even(x / d) in [-7, 7], representing x ~ d * q
+(|x - d q| <= d / 2). A row's D / 2 bytes hold q + 8: byte i has value i in its low nibble and
+value i + D / 2 in its high nibble.
+
+Arguments:
+    x       numpy.ndarray of float32, rank 1 to 4, any strides; every value finite.
+    block   values per scale.
+
+Returns (values, scales): new C-order arrays, values uint8 of x's shape with D / 2 last, scales
+float32 of x's shape with D / block last: 0.5 + 4 / block bytes a value (0.625 at block 32).
+
+Raises TypeError for a dtype other than float32, jomoim.Error naming the problem for a block
+size that is not a multiple of 32 or does not divide D, a wrong rank, or a NaN or infinity
+(with its index; nothing is returned).)doc";
+
+const char* kDequantize4Doc =
+    R"doc(dequantize_q4(values, scales, *, block=None) -> x
+
+x = d * q, element by element: the float32 values a q4 tensor stands for (exactly what
+attention_q4kv reads). values uint8 and scales float32 as quantize_q4 returns them (rank 1 to 4,
+the same leading dimensions; D = 2 * values.shape[-1]); block None: D / scales.shape[-1].
+Returns a new C-order float32 array with D last. Raises TypeError for wrong dtypes, jomoim.Error
+for shapes that do not match or a bad block size.)doc";
+
+const char* kAttentionQ4Doc =
+    R"doc(attention_q4kv(q, k, v, *, causal=False, scale=None, bias=None, key_lengths=None, notation='paper')doc"
+    R"doc(, return_lse=False, threads=None) -> out | (out, lse)
+
+attention_q8kv with keys and values in the q4 format: k and v are (values, scales) pairs from
+quantize_q4 (values [B, Hkv, Nk, D / 2], scales [B, Hkv, Nk, D / block]). The result is that of
+the float64 formula on the dequantized k and v (attention_reference(q, dequantize_q4(*k),
+dequantize_q4(*v)) is its oracle), in float32. K and V take 0.625 bytes a value in memory
+(against 1.125 in q8); each tile of 256 keys is unpacked to int8 in a per-thread buffer of
+256 * (D + Dv) bytes first, so it runs somewhat slower than attention_q8kv: a format for
+memory, not for speed. Arguments, results and errors as attention_q8kv.)doc";
 }  // namespace
 
 PYBIND11_MODULE(_jomoim, m) {
@@ -646,9 +764,16 @@ PYBIND11_MODULE(_jomoim, m) {
   m.def("quantize_q8", &quantize_q8, kQuantizeDoc, py::arg("x"), py::kw_only(), py::arg("block") = py::int_(32));
   m.def("dequantize_q8", &dequantize_q8, kDequantizeDoc, py::arg("values"), py::arg("scales"), py::kw_only(),
         py::arg("block") = py::none());
-  m.def("attention_q8kv", &attention_q8kv, kAttentionQ8Doc, py::arg("q"), py::arg("k"), py::arg("v"), py::kw_only(),
-        py::arg("causal") = py::bool_(false), py::arg("scale") = py::none(), py::arg("bias") = py::none(),
-        py::arg("key_lengths") = py::none(), py::arg("notation") = py::str("paper"),
+  m.def("quantize_q4", &quantize_q4, kQuantize4Doc, py::arg("x"), py::kw_only(), py::arg("block") = py::int_(32));
+  m.def("dequantize_q4", &dequantize_q4, kDequantize4Doc, py::arg("values"), py::arg("scales"), py::kw_only(),
+        py::arg("block") = py::none());
+  m.def("attention_q4kv", &attention_quantized<Q4Arg>, kAttentionQ4Doc, py::arg("q"), py::arg("k"), py::arg("v"),
+        py::kw_only(), py::arg("causal") = py::bool_(false), py::arg("scale") = py::none(),
+        py::arg("bias") = py::none(), py::arg("key_lengths") = py::none(), py::arg("notation") = py::str("paper"),
+        py::arg("return_lse") = py::bool_(false), py::arg("threads") = py::none());
+  m.def("attention_q8kv", &attention_quantized<Q8Arg>, kAttentionQ8Doc, py::arg("q"), py::arg("k"), py::arg("v"),
+        py::kw_only(), py::arg("causal") = py::bool_(false), py::arg("scale") = py::none(),
+        py::arg("bias") = py::none(), py::arg("key_lengths") = py::none(), py::arg("notation") = py::str("paper"),
         py::arg("return_lse") = py::bool_(false), py::arg("threads") = py::none());
   m.def("simd_targets", &jomoim::simd_targets,
         "simd_targets() -> list[str]\n\nSIMD targets compiled into the engine that this CPU can run, best first (e.g. "

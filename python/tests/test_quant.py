@@ -143,9 +143,11 @@ def q8_problem(shape, seed):
     return q, jomoim.quantize_q8(k, block=block), jomoim.quantize_q8(v, block=min(block, Dv))
 
 
-def check_q8(q, k8, v8, **kw):
-    out, lse = jomoim.attention_q8kv(q, k8, v8, return_lse=True, **kw)
-    kd, vd = jomoim.dequantize_q8(*k8), jomoim.dequantize_q8(*v8)
+def check_quantized(attend, dequantize, q, kq, vq, **kw):
+    """attend(q, kq, vq, **kw) (attention_q8kv or attention_q4kv) against the float64 reference on
+    dequantize(*kq), dequantize(*vq); returns the output. Also used by test_quant_q4.py."""
+    out, lse = attend(q, kq, vq, return_lse=True, **kw)
+    kd, vd = dequantize(*kq), dequantize(*vq)
     ref_kw = {key: val for key, val in kw.items() if key != "threads"}
     want, want_lse = jomoim.attention_reference(q, kd, vd, return_lse=True, **ref_kw)
     assert out.dtype == np.float32 and out.shape == want.shape and out.flags.c_contiguous
@@ -155,6 +157,10 @@ def check_q8(q, k8, v8, **kw):
     np.testing.assert_array_equal(np.isneginf(lse), ~live)
     np.testing.assert_allclose(lse[live], want_lse[live], rtol=64 * EPS, atol=64 * EPS)
     return out
+
+
+def check_q8(q, k8, v8, **kw):
+    return check_quantized(jomoim.attention_q8kv, jomoim.dequantize_q8, q, k8, v8, **kw)
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))

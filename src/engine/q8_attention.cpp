@@ -11,11 +11,15 @@
 // When the items are too few for the threads, each item's keys are split into ranges merged
 // by log-sum-exp afterwards, as in attention(). Compiled once per SIMD target (Highway),
 // dispatched once per call.
+// attention_q4kv runs the same kernel (Kernel<true>) on the q4 bytes: a vector of values is
+// one load of bytes, masked (the row's first half) or shifted (its second half), minus 8, and
+// widened like q8's (WidenQ4); the AMX path is q8's only.
 #include <omp.h>
 
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "amx_attention.hpp"
@@ -82,7 +86,23 @@ struct Rows {
   std::int64_t max_visible = 0;
 };
 
+// One vector of q4 values from the bytes at `bytes` (quant.hpp): their low nibbles (values of a
+// row's first half) or high nibbles (its second half), minus 8, widened to float32.
+template <bool kHigh>
+HWY_INLINE VF WidenQ4(const std::uint8_t* HWY_RESTRICT bytes) {
+  const DF df;
+  const DI di;
+  const hn::Rebind<std::uint8_t, DF> du8;
+  const auto x = hn::PromoteTo(di, hn::LoadU(du8, bytes));
+  const auto n = kHigh ? hn::ShiftRight<4>(x) : hn::And(x, hn::Set(di, 0x0F));
+  return hn::ConvertTo(df, hn::Sub(n, hn::Set(di, 8)));
+}
+
+template <bool kQ4>
 struct Kernel {
+  // A K or V row's storage: int8 values, or q4's bytes of two values each.
+  using Byte = std::conditional_t<kQ4, std::uint8_t, std::int8_t>;
+  static constexpr std::int64_t kPerByte = kQ4 ? 2 : 1;
   const Q8Problem& qp;
   const Problem& p;
   const Q8Plan& plan;
@@ -123,14 +143,33 @@ struct Kernel {
     }
   }
 
-  const std::int8_t* KRow(const Rows& rows, std::int64_t j) const {
-    return qp.k.values + ((rows.b * p.s.Hkv + rows.g) * p.s.Nk + j) * p.s.D;
+  const Byte* KRow(const Rows& rows, std::int64_t j) const {
+    const std::int64_t row = (rows.b * p.s.Hkv + rows.g) * p.s.Nk + j;
+    if constexpr (kQ4)
+      return qp.k4 + row * (p.s.D / 2);
+    else
+      return qp.k.values + row * p.s.D;
   }
   const float* KScales(const Rows& rows, std::int64_t j) const {
     return qp.k.scales + ((rows.b * p.s.Hkv + rows.g) * p.s.Nk + j) * (p.s.D / qp.k.block);
   }
-  const std::int8_t* VRow(const Rows& rows, std::int64_t j) const {
-    return qp.v.values + ((rows.b * p.s.Hkv + rows.g) * p.s.Nk + j) * p.s.Dv;
+  const Byte* VRow(const Rows& rows, std::int64_t j) const {
+    const std::int64_t row = (rows.b * p.s.Hkv + rows.g) * p.s.Nk + j;
+    if constexpr (kQ4)
+      return qp.v4 + row * (p.s.Dv / 2);
+    else
+      return qp.v.values + row * p.s.Dv;
+  }
+  // The vector of values e, e + 1, ... of a row of `width` values, widened without its scale
+  // (q4: a vector lies in one half of the row, whose width / 2 is a multiple of 16).
+  static HWY_INLINE VF Raw(const Byte* HWY_RESTRICT row, std::int64_t e, std::int64_t width) {
+    if constexpr (kQ4) {
+      const std::int64_t half = width / 2;
+      return e < half ? WidenQ4<false>(row + e) : WidenQ4<true>(row + e - half);
+    } else {
+      (void)width;
+      return WidenRaw(row + e);
+    }
   }
   const float* VScales(const Rows& rows, std::int64_t j) const {
     return qp.v.scales + ((rows.b * p.s.Hkv + rows.g) * p.s.Nk + j) * (p.s.Dv / qp.v.block);
@@ -140,8 +179,8 @@ struct Kernel {
   // block scales ks): each key vector widened once, times its block's scale, for the R rows.
   // NB > 0: blocks of NB vectors, that loop unrolled; 0: block / L vectors, counted at run time.
   template <std::size_t R, int G, std::size_t NB>
-  HWY_INLINE void RowProducts(const float* const (&qr)[R], const std::int8_t* const (&kv)[G],
-                              const float* const (&ks)[G], std::int64_t block, VF (&acc)[R][G]) const {
+  HWY_INLINE void RowProducts(const float* const (&qr)[R], const Byte* const (&kv)[G], const float* const (&ks)[G],
+                              std::int64_t block, VF (&acc)[R][G]) const {
     const DF df;
     const std::int64_t D = p.s.D, nb = NB > 0 ? std::int64_t(NB) : block / std::int64_t(L);
     for (std::int64_t e0 = 0, bi = 0; e0 < D; e0 += nb * std::int64_t(L), ++bi) {
@@ -162,7 +201,7 @@ struct Kernel {
         }
 #pragma GCC unroll 16
         for (int kk = 0; kk < G; ++kk) {
-          const VF k = Widen(kv[kk] + e, sc[kk]);
+          const VF k = hn::Mul(Raw(kv[kk], e, D), sc[kk]);
 #pragma GCC unroll 16
           for (std::size_t r = 0; r < R; ++r) acc[r][kk] = hn::MulAdd(qv[r], k, acc[r][kk]);
         }
@@ -180,8 +219,8 @@ struct Kernel {
     const DF df;
     const std::int64_t D = p.s.D, block = qp.k.block;
     std::int64_t j = 0;
-    if constexpr (R == 4) {
-      // Whole groups of 16 keys on the tiles, the rest below.
+    if constexpr (R == 4 && !kQ4) {
+      // Whole groups of 16 keys on the tiles, the rest below (q8 only: the plan has no tiles for q4).
       if (amx.ok[r0 / 4] && tl >= 16) {
         amx_q8_scores4(amx.pieces[r0 / 4], amx.colscale[r0 / 4], KRow(rows, t0), KScales(rows, t0), D, block, tl / 16,
                        plan.prefetch_tiles, s + r0 * kQ8Tile, kQ8Tile, amx.cbuf);
@@ -189,7 +228,7 @@ struct Kernel {
       }
     }
     // The read-ahead distances, out of the key loops (the scales' one divided once, not per key).
-    const std::int64_t k_ahead = plan.prefetch_for<R>() * D, ks_ahead = plan.prefetch_for<R>() * (D / block);
+    const std::int64_t k_ahead = plan.prefetch_for<R>() * D / kPerByte, ks_ahead = plan.prefetch_for<R>() * (D / block);
     const float* qr[R];  // the rows' queries, addressed once
 #pragma GCC unroll 16
     for (std::size_t r = 0; r < R; ++r) qr[r] = qs + (r0 + std::int64_t(r)) * std::int64_t(dp);
@@ -201,14 +240,14 @@ struct Kernel {
     // The loops over keys and rows fully unrolled: an index that is not a constant kept the
     // R x G accumulators in memory, stored at every vector of K (AVX-512's four rows: 16 stores).
     for (; j + G <= tl; j += G) {
-      const std::int8_t* kv[G];
+      const Byte* kv[G];
       const float* ks[G];
 #pragma GCC unroll 16
       for (int kk = 0; kk < G; ++kk) {
         kv[kk] = KRow(rows, t0 + j + kk);
         ks[kk] = KScales(rows, t0 + j + kk);
-        for (std::int64_t c = 0; c < D; c += 64) PrefetchStream(kv[kk] + k_ahead + c);  // every line
-        PrefetchStream(ks[kk] + ks_ahead);                                              // and the scales' line
+        for (std::int64_t c = 0; c < D / kPerByte; c += 64) PrefetchStream(kv[kk] + k_ahead + c);  // every line
+        PrefetchStream(ks[kk] + ks_ahead);  // and the scales' line
       }
       VF acc[R][G];
 #pragma GCC unroll 16
@@ -222,11 +261,11 @@ struct Kernel {
           const VF q0 = hn::Load(df, qr[0] + e0);
           VF t[G];
 #pragma GCC unroll 16
-          for (int kk = 0; kk < G; ++kk) t[kk] = hn::Mul(q0, WidenRaw(kv[kk] + e0));
+          for (int kk = 0; kk < G; ++kk) t[kk] = hn::Mul(q0, Raw(kv[kk], e0, D));
           for (std::int64_t e = e0 + std::int64_t(L); e < e0 + block; e += std::int64_t(L)) {
             const VF qv = hn::Load(df, qr[0] + e);
 #pragma GCC unroll 16
-            for (int kk = 0; kk < G; ++kk) t[kk] = hn::MulAdd(qv, WidenRaw(kv[kk] + e), t[kk]);
+            for (int kk = 0; kk < G; ++kk) t[kk] = hn::MulAdd(qv, Raw(kv[kk], e, D), t[kk]);
           }
 #pragma GCC unroll 16
           for (int kk = 0; kk < G; ++kk) acc[0][kk] = hn::MulAdd(t[kk], hn::Set(df, ks[kk][bi]), acc[0][kk]);
@@ -263,11 +302,11 @@ struct Kernel {
     }
 #endif
     for (; j < tl; ++j) {
-      const std::int8_t* kv = KRow(rows, t0 + j);
+      const Byte* kv = KRow(rows, t0 + j);
       const float* ks = KScales(rows, t0 + j);
-      for (std::int64_t c = 0; c < D; c += 64) PrefetchStream(kv + k_ahead + c);
+      for (std::int64_t c = 0; c < D / kPerByte; c += 64) PrefetchStream(kv + k_ahead + c);
       PrefetchStream(ks + ks_ahead);
-      const std::int8_t* const kv1[1] = {kv};
+      const Byte* const kv1[1] = {kv};
       const float* const ks1[1] = {ks};
       VF acc[R][1];
       for (std::size_t r = 0; r < R; ++r) acc[r][0] = hn::Zero(df);
@@ -343,19 +382,20 @@ struct Kernel {
     }
     const std::int64_t prefetch = PrefetchSpan(e0);
     // The read-ahead distances, out of the key loop (the scales' one divided once, not per key).
-    const std::int64_t v_ahead = plan.prefetch_for<R>() * p.s.Dv, vs_ahead = plan.prefetch_for<R>() * (p.s.Dv / block);
+    const std::int64_t v_ahead = plan.prefetch_for<R>() * p.s.Dv / kPerByte,
+                       vs_ahead = plan.prefetch_for<R>() * (p.s.Dv / block);
     for (std::int64_t j = 0; j < tl; ++j) {
-      const std::int8_t* vv = VRow(rows, t0 + j) + e0;
+      const Byte* vv = VRow(rows, t0 + j);
       const float* vs = VScales(rows, t0 + j);
-      for (std::int64_t c = 0; c < prefetch; c += 64) PrefetchStream(vv + v_ahead + c);
+      for (std::int64_t c = 0; c < prefetch / kPerByte; c += 64) PrefetchStream(vv + v_ahead + c);
       if (e0 == 0) PrefetchStream(vs + vs_ahead);
       VF pr[R];
 #pragma GCC unroll 16
       for (std::size_t r = 0; r < R; ++r) pr[r] = hn::Set(df, P[(r0 + std::int64_t(r)) * kQ8Tile + j]);
 #pragma GCC unroll 16
       for (std::size_t c = 0; c < C; ++c) {
-        const std::int8_t* vc = vv + std::int64_t(c * L);
-        const VF v = kMode == kPrescaled ? WidenRaw(vc) : Widen(vc, hn::Set(df, vs[bi[c]]));
+        const VF raw = Raw(vv, e0 + std::int64_t(c * L), p.s.Dv);
+        const VF v = kMode == kPrescaled ? raw : hn::Mul(raw, hn::Set(df, vs[bi[c]]));
 #pragma GCC unroll 16
         for (std::size_t r = 0; r < R; ++r) a[r][c] = hn::MulAdd(pr[r], v, a[r][c]);
       }
@@ -382,10 +422,10 @@ struct Kernel {
       for (std::size_t r = 0; r < R; ++r)
         w[g][r] = planes + bi[g * Per] * kPlaneFloats + (r0 + std::int64_t(r)) * kQ8Tile;
     const std::int64_t prefetch = PrefetchSpan(e0);
-    const std::int64_t v_ahead = plan.prefetch_for<R>() * p.s.Dv;
+    const std::int64_t v_ahead = plan.prefetch_for<R>() * p.s.Dv / kPerByte;
     for (std::int64_t j = 0; j < tl; ++j) {
-      const std::int8_t* vv = VRow(rows, t0 + j) + e0;
-      for (std::int64_t c = 0; c < prefetch; c += 64) PrefetchStream(vv + v_ahead + c);
+      const Byte* vv = VRow(rows, t0 + j);
+      for (std::int64_t c = 0; c < prefetch / kPerByte; c += 64) PrefetchStream(vv + v_ahead + c);
       VF pr[NW][R];
 #pragma GCC unroll 16
       for (std::size_t g = 0; g < NW; ++g)
@@ -393,7 +433,7 @@ struct Kernel {
         for (std::size_t r = 0; r < R; ++r) pr[g][r] = hn::Set(df, w[g][r][j]);
 #pragma GCC unroll 16
       for (std::size_t c = 0; c < C; ++c) {
-        const VF v = WidenRaw(vv + std::int64_t(c * L));
+        const VF v = Raw(vv, e0 + std::int64_t(c * L), p.s.Dv);
 #pragma GCC unroll 16
         for (std::size_t r = 0; r < R; ++r) a[r][c] = hn::MulAdd(pr[c / Per][r], v, a[r][c]);
       }
@@ -413,12 +453,12 @@ struct Kernel {
     const DF df;
     constexpr std::size_t step = C < NV ? C : NV;
     const std::int64_t prefetch = PrefetchSpan(e0);
-    const std::int64_t v_ahead = plan.prefetch_one_row * p.s.Dv,
+    const std::int64_t v_ahead = plan.prefetch_one_row * p.s.Dv / kPerByte,
                        vs_ahead = plan.prefetch_one_row * (p.s.Dv / qp.v.block);
     for (std::int64_t j = 0; j < tl; ++j) {
-      const std::int8_t* vv = VRow(rows, t0 + j) + e0;
+      const Byte* vv = VRow(rows, t0 + j);
       const float* vs = VScales(rows, t0 + j);
-      for (std::int64_t c = 0; c < prefetch; c += 64) PrefetchStream(vv + v_ahead + c);
+      for (std::int64_t c = 0; c < prefetch / kPerByte; c += 64) PrefetchStream(vv + v_ahead + c);
       if (e0 == 0) PrefetchStream(vs + vs_ahead);
       const float pj = P[r0 * kQ8Tile + j];
 #pragma GCC unroll 16
@@ -426,7 +466,7 @@ struct Kernel {
         const VF w = hn::Set(df, pj * vs[bi[c0]]);
 #pragma GCC unroll 16
         for (std::size_t c = c0; c < c0 + step; ++c)
-          a[0][c] = hn::MulAdd(w, WidenRaw(vv + std::int64_t(c * L)), a[0][c]);
+          a[0][c] = hn::MulAdd(w, Raw(vv, e0 + std::int64_t(c * L), p.s.Dv), a[0][c]);
       }
     }
 #pragma GCC unroll 16
@@ -629,9 +669,10 @@ struct TileState {
   TileState& operator=(const TileState&) = delete;
 };
 
-void RunQ8(const Q8Problem& qp, const Q8Plan& plan) {
+template <bool kQ4>
+void RunKernel(const Q8Problem& qp, const Q8Plan& plan) {
   const Problem& p = qp.p;
-  const Kernel kernel{qp, p, plan, std::size_t(p.s.D), std::size_t(p.s.Dv)};
+  const Kernel<kQ4> kernel{qp, p, plan, std::size_t(p.s.D), std::size_t(p.s.Dv)};
   static thread_local SplitPartials callers_partials;  // the caller's, shared by the workers
   SplitPartials& parts = callers_partials;
   if (plan.splits > 1) parts.reserve(plan.units(), kQ8Rows, kernel.dvp);
@@ -649,6 +690,13 @@ void RunQ8(const Q8Problem& qp, const Q8Plan& plan) {
     for (std::int64_t item = 0; item < plan.items; ++item) errors.run([&] { kernel.MergeItem(item, parts); });
     errors.rethrow();
   }
+}
+
+void RunQ8(const Q8Problem& qp, const Q8Plan& plan) {
+  if (qp.k4)
+    RunKernel<true>(qp, plan);
+  else
+    RunKernel<false>(qp, plan);
 }
 
 }  // namespace HWY_NAMESPACE
@@ -687,6 +735,14 @@ void attention_q8kv(ConstTensor4 q, ConstQ8Tensor4 k, ConstQ8Tensor4 v, Tensor4 
   const detail::Q8Problem qp = detail::make_q8_problem(q, k, v, &out, options);
   const detail::Q8Plan plan = detail::make_q8_plan(qp.p, resolve_threads(options.threads));
   if (plan.items == 0) return;  // B, Hq or Nq is zero: no output element exists
+  HWY_DYNAMIC_DISPATCH(detail::RunQ8)(qp, plan);
+}
+
+void attention_q4kv(ConstTensor4 q, ConstQ4Tensor4 k, ConstQ4Tensor4 v, Tensor4 out, const AttentionOptions& options) {
+  const detail::Q8Problem qp = detail::make_q4_problem(q, k, v, &out, options);
+  detail::Q8Plan plan = detail::make_q8_plan(qp.p, resolve_threads(options.threads));
+  if (plan.items == 0) return;
+  plan.amx_scores = false;  // the tiles take int8 rows: q8's path only
   HWY_DYNAMIC_DISPATCH(detail::RunQ8)(qp, plan);
 }
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "jomoim/engine/quant.hpp"
 #include "problem.hpp"
@@ -11,6 +12,10 @@ namespace jomoim::detail {
 struct Q8Problem {
   Problem p;  // q, out, options, shape; p.k and p.v are stand-ins that must not be read
   ConstQ8Tensor4 k, v;
+  // attention_q4kv: the packed q4 bytes of k and v ([.., D / 2]); k.values and v.values are
+  // then null (the kernel unpacks each tile to int8 first) and k.scales, v.scales the q4 scales.
+  const std::uint8_t* k4 = nullptr;
+  const std::uint8_t* v4 = nullptr;
 };
 
 // Target-independent sizes (the plan must not depend on the SIMD target).
@@ -42,6 +47,8 @@ struct Q8Plan {
 
 // Validates like attention() (throws Error) and builds the problem.
 Q8Problem make_q8_problem(ConstTensor4 q, ConstQ8Tensor4 k, ConstQ8Tensor4 v, const Tensor4* out,
+                          const AttentionOptions& options);
+Q8Problem make_q4_problem(ConstTensor4 q, ConstQ4Tensor4 k, ConstQ4Tensor4 v, const Tensor4* out,
                           const AttentionOptions& options);
 
 }  // namespace jomoim::detail

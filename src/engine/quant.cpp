@@ -1,12 +1,16 @@
-// quant.cpp — the q8 format (jomoim/engine/quant.hpp): quantize, dequantize, and the argument
-// checks of attention_q8kv. Quantizing rows of contiguous values goes through the vectorized
-// matvec::quantize_q8_row (a prompt's KV cache rows: the scalar loop, with its libm rounding call
-// per value, was 8 % of a q8-cache prefill); other strides take the scalar definition below.
+// quant.cpp — the q8 and q4 formats (jomoim/engine/quant.hpp): quantize, dequantize, and the
+// argument checks of attention_q8kv and attention_q4kv. Quantizing q8 rows of contiguous values
+// goes through the vectorized matvec::quantize_q8_row (a prompt's KV cache rows: the scalar
+// loop, with its libm rounding call per value, was 8 % of a q8-cache prefill); other strides
+// take the scalar definition below.
 #include "jomoim/engine/quant.hpp"
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "jomoim/engine/matvec.hpp"
 #include "problem.hpp"
@@ -16,21 +20,40 @@ namespace jomoim {
 
 namespace {
 
-void check_q8_layout(const char* name, const std::array<std::int64_t, 4>& shape, std::int64_t block) {
+// A q8 (format "q8", blocks a multiple of 16) or q4 ("q4", 32) tensor's shape and block size.
+void check_layout(const char* name, const char* format, std::int64_t multiple, const std::array<std::int64_t, 4>& shape,
+                  std::int64_t block) {
   for (std::int64_t d : shape)
     if (d < 0) throw Error(std::string(name) + ": negative dimension in shape " + shape_string(shape));
-  if (block < 16 || block % 16 != 0)
-    throw Error(std::string(name) + ": q8 block size must be a positive multiple of 16, got " + std::to_string(block));
+  if (block < multiple || block % multiple != 0)
+    throw Error(std::string(name) + ": " + format + " block size must be a positive multiple of " +
+                std::to_string(multiple) + ", got " + std::to_string(block));
   if (shape[3] % block != 0)
-    throw Error(std::string(name) + ": q8 block size " + std::to_string(block) +
+    throw Error(std::string(name) + ": " + format + " block size " + std::to_string(block) +
                 " does not divide D = " + std::to_string(shape[3]) + " of shape " + shape_string(shape));
 }
+void check_q8_layout(const char* name, const std::array<std::int64_t, 4>& shape, std::int64_t block) {
+  check_layout(name, "q8", 16, shape, block);
+}
+void check_q4_layout(const char* name, const std::array<std::int64_t, 4>& shape, std::int64_t block) {
+  check_layout(name, "q4", 32, shape, block);
+}
 
+// The layout, and the arrays of a non-empty tensor (View: a Q8View or Q4View).
+template <class View>
+void check_view(const char* name, const char* format, const View& x) {
+  check_layout(name, format, std::string_view(format) == "q4" ? 32 : 16, x.shape, x.block);
+  if (x.numel() > 0 && (x.values == nullptr || x.scales == nullptr))
+    throw Error(std::string(name) + ": null values or scales for a non-empty " + format + " tensor " +
+                shape_string(x.shape));
+}
 template <class I8, class F>
 void check_q8_view(const char* name, const Q8View<I8, F>& x) {
-  check_q8_layout(name, x.shape, x.block);
-  if (x.numel() > 0 && (x.values == nullptr || x.scales == nullptr))
-    throw Error(std::string(name) + ": null values or scales for a non-empty q8 tensor " + shape_string(x.shape));
+  check_view(name, "q8", x);
+}
+template <class U8, class F>
+void check_q4_view(const char* name, const Q4View<U8, F>& x) {
+  check_view(name, "q4", x);
 }
 
 }  // namespace
@@ -122,6 +145,101 @@ void dequantize_q8(ConstQ8Tensor4 x, Tensor4 out) {
       }
 }
 
+// ---------------------------------------------------------------------------------------------
+// q4: as q8 with 15 levels, two values a byte (quant.hpp).
+
+void quantize_q4(ConstTensor4 x, Q4Tensor4 out) {
+  check_q4_view("q4", out);
+  if (x.shape != out.shape)
+    throw Error("quantize_q4: input shape " + shape_string(x) + " differs from the q4 tensor's " +
+                shape_string(out.shape));
+  if (x.numel() > 0 && x.data == nullptr) throw Error("quantize_q4: null data for a non-empty input");
+  const auto [B, H, N, D] = x.shape;
+  // Refuse before writing anything.
+  for (std::int64_t b = 0; b < B; ++b)
+    for (std::int64_t h = 0; h < H; ++h)
+      for (std::int64_t n = 0; n < N; ++n)
+        for (std::int64_t d = 0; d < D; ++d)
+          if (!std::isfinite(x(b, h, n, d)))
+            throw Error("quantize_q4: non-finite value " + std::to_string(x(b, h, n, d)) + " at index " +
+                        shape_string(std::array<std::int64_t, 4>{b, h, n, d}) + " (q4 holds finite values only)");
+  const std::int64_t nb = D / out.block, half = D / 2;
+  // A row at a time through contiguous buffers, in loops the compiler vectorizes: the row's
+  // values, then each block's levels q + 8.
+  std::vector<float> row(static_cast<std::size_t>(D));
+  std::vector<std::uint8_t> levels(static_cast<std::size_t>(D));
+  std::int64_t r = 0;
+  for (std::int64_t b = 0; b < B; ++b)
+    for (std::int64_t h = 0; h < H; ++h)
+      for (std::int64_t n = 0; n < N; ++n, ++r) {
+        for (std::int64_t d = 0; d < D; ++d) row[static_cast<std::size_t>(d)] = x(b, h, n, d);
+        for (std::int64_t k = 0; k < nb; ++k) {
+          const float* v = row.data() + k * out.block;
+          float amax = 0.0f;
+          for (std::int64_t i = 0; i < out.block; ++i) amax = std::max(amax, std::fabs(v[i]));
+          const float d = amax / 7.0f;
+          const float inv = d > 0 ? 1.0f / d : 0.0f;
+          std::uint8_t* lv = levels.data() + k * out.block;
+          for (std::int64_t i = 0; i < out.block; ++i) {
+            // Round half to even by the float adder (|v inv| <= 7.000001 is far below 2^22): the
+            // same as nearbyint in the default rounding mode; the clamp only catches 7.000001.
+            const float q = (v[i] * inv + 12582912.0f) - 12582912.0f;
+            lv[i] = static_cast<std::uint8_t>(std::clamp(q, -7.0f, 7.0f) + 8.0f);
+          }
+          out.scales[r * nb + k] = d;
+        }
+        std::uint8_t* q = out.values + r * half;
+        for (std::int64_t i = 0; i < half; ++i)
+          q[i] = static_cast<std::uint8_t>(levels[static_cast<std::size_t>(i)] |
+                                           (levels[static_cast<std::size_t>(half + i)] << 4));
+      }
+}
+
+Q4Buffer quantize_q4(ConstTensor4 x, std::int64_t block) {
+  check_q4_layout("quantize_q4", x.shape, block);
+  Q4Buffer buf;
+  buf.shape = x.shape;
+  buf.block = block;
+  const std::int64_t n = x.numel();
+  buf.values.resize(std::size_t(n / 2));
+  buf.scales.resize(std::size_t(n / block));
+  quantize_q4(x, buf.view());
+  return buf;
+}
+
+void dequantize_q4(ConstQ4Tensor4 x, Tensor4 out) {
+  check_q4_view("q4", x);
+  if (x.shape != out.shape)
+    throw Error("dequantize_q4: output shape " + shape_string(out) + " differs from the q4 tensor's " +
+                shape_string(x.shape));
+  if (out.numel() > 0 && out.data == nullptr) throw Error("dequantize_q4: null data for a non-empty output");
+  const auto [B, H, N, D] = x.shape;
+  const std::int64_t nb = D / x.block, half = D / 2;
+  std::vector<float> row(static_cast<std::size_t>(D));
+  std::int64_t r = 0;
+  for (std::int64_t b = 0; b < B; ++b)
+    for (std::int64_t h = 0; h < H; ++h)
+      for (std::int64_t n = 0; n < N && D > 0; ++n, ++r) {
+        // The row's levels minus 8 (first half from the low nibbles, second from the high), then
+        // each block times its scale.
+        const std::uint8_t* q = x.values + r * half;
+        for (std::int64_t i = 0; i < half; ++i) {
+          row[static_cast<std::size_t>(i)] = static_cast<float>(int(q[i] & 0x0F) - 8);
+          row[static_cast<std::size_t>(half + i)] = static_cast<float>(int(q[i] >> 4) - 8);
+        }
+        for (std::int64_t k = 0; k < nb; ++k) {
+          const float d = x.scales[r * nb + k];
+          float* v = row.data() + k * x.block;
+          for (std::int64_t i = 0; i < x.block; ++i) v[i] *= d;
+        }
+        if (out.strides[3] == 1) {
+          std::memcpy(&out(b, h, n, 0), row.data(), sizeof(float) * static_cast<std::size_t>(D));
+        } else {
+          for (std::int64_t d = 0; d < D; ++d) out(b, h, n, d) = row[static_cast<std::size_t>(d)];
+        }
+      }
+}
+
 namespace detail {
 
 namespace {
@@ -139,15 +257,16 @@ std::pair<const void*, std::int64_t> byte_span(const TensorView<float, 4>& v) {
   }
   return {v.data + lo, (hi - lo + 1) * std::int64_t(sizeof(float))};
 }
-}  // namespace
 
-Q8Problem make_q8_problem(ConstTensor4 q, ConstQ8Tensor4 k, ConstQ8Tensor4 v, const Tensor4* out,
-                          const AttentionOptions& options) {
-  check_q8_view("k", k);
-  check_q8_view("v", v);
-  if (options.probs) throw Error("probs: not available with q8 keys and values (attention_q8kv)");
-  // Stand-ins with the q8 tensors' shapes let make_problem check every shape and option as
-  // attention() does; they point at one float and are never read.
+// The problem with stand-ins of the quantized tensors' shapes, checked as attention() checks
+// (they point at one float and are never read), and out checked against the quantized arrays'
+// bytes.
+Q8Problem make_quantized_problem(ConstTensor4 q, const std::array<std::int64_t, 4>& kshape,
+                                 const std::array<std::int64_t, 4>& vshape, const Tensor4* out,
+                                 const AttentionOptions& options, const char* format,
+                                 const std::array<std::pair<const void*, std::int64_t>, 4>& arrays) {
+  if (options.probs)
+    throw Error(std::string("probs: not available with ") + format + " keys and values (attention_" + format + "kv)");
   static const float kNothing = 0.0f;
   const bool col = options.notation == Notation::col3b1b;
   auto stand_in = [&](const std::array<std::int64_t, 4>& shape) {
@@ -159,17 +278,43 @@ Q8Problem make_q8_problem(ConstTensor4 q, ConstQ8Tensor4 k, ConstQ8Tensor4 v, co
     return t;
   };
   Q8Problem qp;
-  qp.p = make_problem(q, stand_in(k.shape), stand_in(v.shape), out, options);
-  qp.k = k;
-  qp.v = v;
+  qp.p = make_problem(q, stand_in(kshape), stand_in(vshape), out, options);
   if (out) {
     const auto [o, obytes] = byte_span(*out);
-    for (const auto& [name, x] : {std::pair{"k", k}, {"v", v}}) {
-      if (overlaps_bytes(o, obytes, x.values, x.numel()) ||
-          overlaps_bytes(o, obytes, x.scales, x.numel() / x.block * std::int64_t(sizeof(float))))
-        throw Error(std::string("out: memory overlaps the q8 input ") + name);
-    }
+    for (std::size_t i = 0; i < arrays.size(); ++i)
+      if (overlaps_bytes(o, obytes, arrays[i].first, arrays[i].second))
+        throw Error(std::string("out: memory overlaps the ") + format + " input " + (i < 2 ? "k" : "v"));
   }
+  return qp;
+}
+}  // namespace
+
+Q8Problem make_q8_problem(ConstTensor4 q, ConstQ8Tensor4 k, ConstQ8Tensor4 v, const Tensor4* out,
+                          const AttentionOptions& options) {
+  check_q8_view("k", k);
+  check_q8_view("v", v);
+  const auto scale_bytes = [](const ConstQ8Tensor4& x) { return x.numel() / x.block * std::int64_t(sizeof(float)); };
+  Q8Problem qp = make_quantized_problem(
+      q, k.shape, v.shape, out, options, "q8",
+      {{{k.values, k.numel()}, {k.scales, scale_bytes(k)}, {v.values, v.numel()}, {v.scales, scale_bytes(v)}}});
+  qp.k = k;
+  qp.v = v;
+  return qp;
+}
+
+Q8Problem make_q4_problem(ConstTensor4 q, ConstQ4Tensor4 k, ConstQ4Tensor4 v, const Tensor4* out,
+                          const AttentionOptions& options) {
+  check_q4_view("k", k);
+  check_q4_view("v", v);
+  const auto scale_bytes = [](const ConstQ4Tensor4& x) { return x.numel() / x.block * std::int64_t(sizeof(float)); };
+  Q8Problem qp = make_quantized_problem(
+      q, k.shape, v.shape, out, options, "q4",
+      {{{k.values, k.numel() / 2}, {k.scales, scale_bytes(k)}, {v.values, v.numel() / 2}, {v.scales, scale_bytes(v)}}});
+  // The int8 views carry the shapes, blocks and scales; the kernel unpacks k4 and v4 by tiles.
+  qp.k = ConstQ8Tensor4{k.shape, k.block, nullptr, k.scales};
+  qp.v = ConstQ8Tensor4{v.shape, v.block, nullptr, v.scales};
+  qp.k4 = k.values;
+  qp.v4 = v.values;
   return qp;
 }
 

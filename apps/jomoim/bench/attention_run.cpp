@@ -80,6 +80,7 @@ Json attention_json(const Workload& w, const AttentionRun& r, int threads) {
   j["simd_target"] = active_simd_target();
   j["dtype"] = w.storage_name();
   if (w.q8_block > 0) j["q8_block"] = w.q8_block;
+  if (w.q4_block > 0) j["q4_block"] = w.q4_block;
   j["bf16_weights"] = w.bf16_weights;
   j["check"] = r.check.mode;
   j["check_max_err"] = r.check.max_err;

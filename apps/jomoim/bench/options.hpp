@@ -22,6 +22,7 @@ struct BenchOptions {
   std::string target;
   std::string dtype = "f32";  // storage of q, k, v: f32, bf16, f16; or q8 (k and v only)
   Index q8_block = 32;        // with --dtype q8: values per scale (quant.hpp)
+  Index q4_block = 32;        // with --dtype q4: values per scale (quant.hpp)
   bool bf16_weights = false;  // AttentionOptions::bf16_weights
   unsigned seed = 42;
   bool json = false, sgemm = false, copy = false, fma = false, ceilings_only = false, quick = false, no_check = false;

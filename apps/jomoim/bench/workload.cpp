@@ -61,6 +61,17 @@ void Workload::allocate(unsigned seed) {
     to_q8(k, D, k8);
     to_q8(v, Dv, v8);
   }
+  if (q4_block > 0) {  // the same in q4
+    auto to_q4 = [&](std::vector<float>& x, Index E, Q4Buffer& q4) {
+      const Tensor4 rows = notation == Notation::paper
+                               ? Tensor4::contiguous(x.data(), {B, Hkv, Nk, E})
+                               : Tensor4::contiguous(x.data(), {B, Hkv, E, Nk}).transposed(2, 3);
+      q4 = quantize_q4(rows, q4_block);
+      dequantize_q4(q4.view(), rows);
+    };
+    to_q4(k, D, k4);
+    to_q4(v, Dv, v4);
+  }
   out.assign(std::size_t(B * Hq * Nq * Dv), 0.f);  // touched now: counted as inputs/outputs
   if (with_lse) lse.assign(std::size_t(B * Hq * Nq), 0.f);
   if (bias_kind != cases::BiasKind::none) {
@@ -132,6 +143,8 @@ ConstTensor4x16 Workload::view16(const std::vector<std::uint16_t>& x, Index H, I
 void Workload::call(int threads) {
   if (q8_block > 0) {
     attention_q8kv(qv(), k8.view(), v8.view(), outv(), options(threads));
+  } else if (q4_block > 0) {
+    attention_q4kv(qv(), k4.view(), v4.view(), outv(), options(threads));
   } else if (dtype == Dtype::f32) {
     attention(qv(), kv(), vv(), outv(), options(threads));
   } else {

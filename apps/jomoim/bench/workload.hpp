@@ -48,6 +48,9 @@ struct Workload {
   // dequantized numbers, the reference's inputs (attention_q8kv's result is the formula's on them).
   Index q8_block = 0;
   Q8Buffer k8, v8;
+  // bench --dtype q4: the same with k and v in q4 (attention_q4kv), blocks of q4_block (0: not q4).
+  Index q4_block = 0;
+  Q4Buffer k4, v4;
 
   // A case of the table; throws Error when its memory is not what the bench lays out.
   static Workload from_case(const cases::Case& c, bool with_lse);
@@ -71,14 +74,14 @@ struct Workload {
   ConstTensor4x16 view16(const std::vector<std::uint16_t>& x, Index H, Index N, Index E) const;
 
   // Bytes a call must move at least: read q, k, v once (q8: each value's byte and its block's
-  // float scale), write out.
+  // float scale; q4: half a byte and the scale), write out.
   double bytes() const {
     const double in = dtype == Dtype::f32 ? 4.0 : 2.0;
-    const double kv_in = q8_block > 0 ? 1.0 + 4.0 / double(q8_block) : in;
+    const double kv_in = q8_block > 0 ? 1.0 + 4.0 / double(q8_block) : q4_block > 0 ? 0.5 + 4.0 / double(q4_block) : in;
     return in * double(q.size()) + kv_in * double(k.size() + v.size()) + 4.0 * double(out.size());
   }
-  // The storage's name, as --dtype spells it: f32, bf16, f16 or q8.
-  std::string storage_name() const { return q8_block > 0 ? "q8" : dtype_name(dtype); }
+  // The storage's name, as --dtype spells it: f32, bf16, f16, q8 or q4.
+  std::string storage_name() const { return q8_block > 0 ? "q8" : q4_block > 0 ? "q4" : dtype_name(dtype); }
   std::string shape_label() const;
 };
 
