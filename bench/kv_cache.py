@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The KV cache formats (--kv-cache f32|bf16|q8) and the weight formats (--weights f32|bf16|q8)
+"""The KV cache formats (--kv-cache f32|bf16|q8|q4) and the weight formats (--weights f32|bf16|q8)
 on a real model: how far the next-token distributions move, and what decoding costs.
 
     PYTHONPATH=build/release/python /usr/bin/python3 bench/kv_cache.py [--model models/default]
@@ -30,7 +30,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-FORMATS = ("f32", "bf16", "q8")
+FORMATS = ("f32", "bf16", "q8", "q4")
 # (weights, KV cache): F32 weights with each KV cache, then bf16 / q8 weights with an f32 cache
 # and with the cache of their own precision.
 CONFIGS = [("f32", kv) for kv in FORMATS] + [("bf16", "f32"), ("q8", "f32"), ("bf16", "bf16"), ("q8", "q8")]

@@ -147,7 +147,8 @@ TEST(GptTorch, KvFormatsMatchTheirRoundedReference) {
     const auto ids = c["ids"].get<std::vector<std::int32_t>>();
     const int T = static_cast<int>(ids.size());
     const auto f32_ref = read_npy(fs::path(root) / c["logits"]["f32"].get<std::string>()).data;
-    for (const auto [fmt, name] : {std::pair{KvFormat::f32, "f32"}, {KvFormat::bf16, "bf16"}, {KvFormat::q8, "q8"}}) {
+    for (const auto& [fmt, name] :
+         {std::pair{KvFormat::f32, "f32"}, {KvFormat::bf16, "bf16"}, {KvFormat::q8, "q8"}, {KvFormat::q4, "q4"}}) {
       const auto ref = read_npy(fs::path(root) / c["logits"][name].get<std::string>()).data;
       for (int threads : {1, 2}) {
         GptModel model = GptModel::load(dir);
@@ -172,7 +173,7 @@ TEST(GptTorch, KvFormatsMatchTheirRoundedReference) {
       }
     }
   }
-  EXPECT_EQ(checked, 4 * 3 * 2);
+  EXPECT_EQ(checked, 4 * 4 * 2);
 }
 
 TEST(GptTorch, WeightFormatsMatchTheirRoundedReference) {
@@ -252,7 +253,7 @@ TEST(KvCacheFormat, StoresTheFormatsRoundingOfTheFloatRows) {
       KvCache f32 = model.make_cache(T + 3);
       model.forward(ids, f32);
       std::vector<float> want(static_cast<std::size_t>(T) * C), got(want.size());
-      for (const KvFormat fmt : {KvFormat::bf16, KvFormat::q8}) {
+      for (const KvFormat fmt : {KvFormat::bf16, KvFormat::q8, KvFormat::q4}) {
         model.set_kv_format(fmt);
         KvCache cache = model.make_cache(T + 3);
         ASSERT_EQ(cache.format(), fmt);
@@ -268,12 +269,15 @@ TEST(KvCacheFormat, StoresTheFormatsRoundingOfTheFloatRows) {
             for (std::size_t i = 0; i < want.size(); ++i)
               ASSERT_EQ(got[i], bf16_to_float(bf16_from_float(want[i]))) << "element " << i;
           } else {
-            // Each head's [T, D] rows through quantize_q8 / dequantize_q8 with blocks of 32.
+            // Each head's [T, D] rows through quantize / dequantize (q8 or q4) with blocks of 32.
             std::vector<float> expect(want.size());
             for (int h = 0; h < H; ++h) {
               const ConstTensor4 x{want.data() + h * D, {1, 1, T, D}, {0, 0, C, 1}};
-              const Q8Buffer q = quantize_q8(x, 32);
-              dequantize_q8(q.view(), Tensor4{expect.data() + h * D, {1, 1, T, D}, {0, 0, C, 1}});
+              const Tensor4 y{expect.data() + h * D, {1, 1, T, D}, {0, 0, C, 1}};
+              if (fmt == KvFormat::q4)
+                dequantize_q4(quantize_q4(x, 32).view(), y);
+              else
+                dequantize_q8(quantize_q8(x, 32).view(), y);
             }
             for (std::size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got[i], expect[i]) << "element " << i;
             EXPECT_EQ(cache.q8_block(), 32);
@@ -287,6 +291,8 @@ TEST(KvCacheFormat, StoresTheFormatsRoundingOfTheFloatRows) {
   EXPECT_EQ(KvCache(cfg, cap, KvFormat::f32).bytes(), n * 4);
   EXPECT_EQ(KvCache(cfg, cap, KvFormat::bf16).bytes(), n * 2);
   EXPECT_EQ(KvCache(cfg, cap, KvFormat::q8).bytes(), n + n / 32 * 4);
+  EXPECT_EQ(KvCache(cfg, cap, KvFormat::q4).bytes(), n / 2 + n / 32 * 4);
+  EXPECT_EQ(KvCache(cfg, cap, KvFormat::q4).q8_block(), 32);
   EXPECT_EQ(KvCache(small_config(1, 2, 32, 8, 5), 4, KvFormat::q8).q8_block(), 16);  // head_dim 16
 }
 
@@ -315,11 +321,13 @@ TEST(KvCacheFormat, Q8RefusesANonFiniteKey) {
     for (const int length : {3, 20}) {
       GptModel model = g.model();
       model.set_threads(threads);
-      model.set_kv_format(KvFormat::q8);
-      KvCache cache = model.make_cache(length);
-      std::vector<std::int32_t> ids(static_cast<std::size_t>(length), 5);
-      EXPECT_THROW_MSG(model.forward(ids, cache), "non-finite value inf");
-      EXPECT_EQ(cache.size(), 0) << "threads " << threads << ", " << length << " tokens";
+      for (const KvFormat fmt : {KvFormat::q8, KvFormat::q4}) {
+        model.set_kv_format(fmt);
+        KvCache cache = model.make_cache(length);
+        std::vector<std::int32_t> ids(static_cast<std::size_t>(length), 5);
+        EXPECT_THROW_MSG(model.forward(ids, cache), "non-finite value inf");
+        EXPECT_EQ(cache.size(), 0) << kv_format_name(fmt) << " threads " << threads << ", " << length << " tokens";
+      }
     }
 }
 
@@ -329,13 +337,18 @@ TEST(KvCacheFormat, RefusalsAndNames) {
   GptModel m = random_gpt(d8, 1).model();
   EXPECT_THROW_MSG(m.set_kv_format(KvFormat::q8), "multiple of 16");
   EXPECT_EQ(m.kv_format(), KvFormat::f32);
+  const GptConfig d16 = small_config(1, 2, 32, 8, 5);  // head_dim 16: q8, not q4
+  EXPECT_THROW_MSG(KvCache(d16, 4, KvFormat::q4), "q4 needs a head_dim that is a multiple of 32");
+  GptModel m16 = random_gpt(d16, 1).model();
+  EXPECT_THROW_MSG(m16.set_kv_format(KvFormat::q4), "q4 KV cache needs a head_dim that is a multiple of 32");
+  m16.set_kv_format(KvFormat::q8);
   KvCache b(d8, 4, KvFormat::bf16);
   EXPECT_THROW_MSG(b.keys(0), "only in an f32 cache");
   float out[32];
   EXPECT_THROW_MSG(b.read_rows(0, false, 2, 3, out), "outside the capacity");
-  for (const KvFormat f : {KvFormat::f32, KvFormat::bf16, KvFormat::q8})
+  for (const KvFormat f : {KvFormat::f32, KvFormat::bf16, KvFormat::q8, KvFormat::q4})
     EXPECT_EQ(parse_kv_format(kv_format_name(f)), f);
-  EXPECT_FALSE(parse_kv_format("q4"));
+  EXPECT_FALSE(parse_kv_format("q2"));
   EXPECT_FALSE(parse_kv_format(""));
 }
 
@@ -349,7 +362,7 @@ TEST(KvCacheFormat, TracedUntracedAndDecodingAgree) {
   const std::vector<std::int32_t> ids = {1, 2, 3, 5, 8, 13, 21, 34, 55, 89, 44, 33};
   const int T = static_cast<int>(ids.size()), V = cfg.vocab_size;
   const int silenced[2] = {2, 7};
-  for (const KvFormat fmt : {KvFormat::f32, KvFormat::bf16, KvFormat::q8}) {
+  for (const KvFormat fmt : {KvFormat::f32, KvFormat::bf16, KvFormat::q8, KvFormat::q4}) {
     GptModel model = g.model();
     model.set_kv_format(fmt);
     ForwardOptions plain;

@@ -55,14 +55,15 @@ ModelDir resolve_model_dir(const std::string& option) {
 void add_kv_cache_option(CLI::App* sub, std::string& value) {
   sub->add_option("--kv-cache", value,
                   "how the KV cache stores keys and values: f32; bf16 (rounded, queries too; 2 bytes a value); "
-                  "q8 (8-bit blocks of 32 with a float scale, 1.125 bytes a value)")
-      ->check(CLI::IsMember({"f32", "bf16", "q8"}))
+                  "q8 (8-bit blocks of 32 with a float scale, 1.125 bytes a value); q4 (4-bit blocks of 32, 0.625 "
+                  "bytes a value, about 18x q8's error)")
+      ->check(CLI::IsMember({"f32", "bf16", "q8", "q4"}))
       ->capture_default_str();
 }
 
 void apply_kv_cache(GptModel& model, const std::string& value) {
   const std::optional<KvFormat> f = parse_kv_format(value);
-  if (!f) throw Error("--kv-cache: unknown format '" + value + "' (f32, bf16 or q8)");
+  if (!f) throw Error("--kv-cache: unknown format '" + value + "' (f32, bf16, q8 or q4)");
   model.set_kv_format(*f);
 }
 

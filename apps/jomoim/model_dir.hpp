@@ -34,7 +34,7 @@ std::string default_model_help();
 // installed location (for messages).
 std::filesystem::path shared_data_path(const std::string& name);
 
-// --kv-cache f32|bf16|q8 on a model command (the KvFormat of its caches; default f32), and its
+// --kv-cache f32|bf16|q8|q4 on a model command (the KvFormat of its caches; default f32), and its
 // effect once the model is loaded (Error when the model cannot hold that format).
 void add_kv_cache_option(CLI::App* sub, std::string& value);
 void apply_kv_cache(GptModel& model, const std::string& value);

@@ -213,7 +213,9 @@ class Model:
         kv_cache: how every pass's KV cache stores keys and values, as the commands'
         --kv-cache: "f32"; "bf16" (keys, values and the queries rounded to bfloat16, float32
         scores and sums); "q8" (8-bit blocks of 32 values with a float scale, per key/value row
-        of each head; queries float32). See docs/design.md, "The KV cache formats".
+        of each head; queries float32); "q4" (the same in 4 bits, 0.625 bytes a value, about 18
+        times q8's error; a head_dim that is a multiple of 32). See docs/design.md, "The KV cache
+        formats".
         weights: how the model holds its weight matrices, as the commands' --weights: "f32"
         (as loaded); "bf16" (rounded to bfloat16, 2 bytes a weight; a bf16 checkpoint's values
         exactly); "q8" (8-bit blocks of 32 inputs with a float scale, quantized at load). The
@@ -241,9 +243,9 @@ class Model:
             raise Error(f"{source} {where}: not a directory")
         n = 0 if threads is None else _int("threads", threads, 1, 4096, "a positive count or None")
         if not isinstance(kv_cache, str):
-            raise TypeError(f"kv_cache: expected 'f32', 'bf16' or 'q8', got {type(kv_cache).__name__}")
-        if kv_cache not in ("f32", "bf16", "q8"):
-            raise Error(f"kv_cache: expected 'f32', 'bf16' or 'q8', got {kv_cache!r}")
+            raise TypeError(f"kv_cache: expected 'f32', 'bf16', 'q8' or 'q4', got {type(kv_cache).__name__}")
+        if kv_cache not in ("f32", "bf16", "q8", "q4"):
+            raise Error(f"kv_cache: expected 'f32', 'bf16', 'q8' or 'q4', got {kv_cache!r}")
         if not isinstance(weights, str):
             raise TypeError(f"weights: expected 'f32', 'bf16' or 'q8', got {type(weights).__name__}")
         if weights not in ("f32", "bf16", "q8"):
@@ -264,7 +266,7 @@ class Model:
 
     @property
     def kv_cache(self) -> str:
-        """The KV cache format of every pass: "f32", "bf16" or "q8" (Model.load's kv_cache)."""
+        """The KV cache format of every pass: "f32", "bf16", "q8" or "q4" (Model.load's kv_cache)."""
         return self._core.kv_cache
 
     @property

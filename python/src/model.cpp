@@ -250,7 +250,7 @@ class Model {
         const std::string& matmul) {
     if (threads < 0) throw Error("threads: expected a positive count or None, got " + std::to_string(threads));
     const std::optional<KvFormat> kv = parse_kv_format(kv_cache);
-    if (!kv) throw Error("kv_cache: expected 'f32', 'bf16' or 'q8', got '" + kv_cache + "'");
+    if (!kv) throw Error("kv_cache: expected 'f32', 'bf16', 'q8' or 'q4', got '" + kv_cache + "'");
     const std::optional<WeightFormat> wf = parse_weight_format(weights);
     if (!wf) throw Error("weights: expected 'f32', 'bf16' or 'q8', got '" + weights + "'");
     const std::optional<MatmulPrecision> mp = parse_matmul_precision(matmul);

@@ -56,6 +56,9 @@ void GptModel::set_kv_format(KvFormat format) {
   if (format == KvFormat::q8 && config_.head_dim() % 16 != 0)
     throw Error("model: a q8 KV cache needs a head_dim that is a multiple of 16, this model's is " +
                 std::to_string(config_.head_dim()));
+  if (format == KvFormat::q4 && config_.head_dim() % 32 != 0)
+    throw Error("model: a q4 KV cache needs a head_dim that is a multiple of 32, this model's is " +
+                std::to_string(config_.head_dim()));
   kv_format_ = format;
 }
 
@@ -114,9 +117,10 @@ std::vector<float> GptModel::forward(std::span<const std::int32_t> ids, KvCache&
     cache.read_rows(layer, true, 0, Tk, kv_rows.data() + static_cast<std::size_t>(Tk) * C);
     kv_rows_layer = layer;
   };
-  std::vector<float> silence_q8;  // q8 cache: the silencing bias over the capacity
-  // q8 cache: forwards of at least this many tokens widen the layer's keys and values to float32
-  // and run attention() (below); fewer (decode) read the 8-bit rows by attention_q8kv.
+  std::vector<float> silence_q8;  // q8 and q4 caches: the silencing bias over the capacity
+  // q8 and q4 caches: forwards of at least this many tokens widen the layer's keys and values to
+  // float32 and run attention() (below); fewer (decode) read the quantized rows by
+  // attention_q8kv (attention_q4kv).
   constexpr int kQ8WidenRows = 16;
 
   // Token + position embeddings.
@@ -236,7 +240,8 @@ std::vector<float> GptModel::forward(std::span<const std::int32_t> ids, KvCache&
         attention(q, k, v, o, layer_attn);
         break;
       }
-      case KvFormat::q8: {
+      case KvFormat::q8:
+      case KvFormat::q4: {
         const ConstTensor4 q = layers::heads<const float>(qbase, 1, H, T, D, S3);
         if (trace || T >= kQ8WidenRows) {
           // attention_q8kv returns no weights: a traced pass runs the float32 kernel on the
@@ -255,12 +260,6 @@ std::vector<float> GptModel::forward(std::span<const std::int32_t> ids, KvCache&
         }
         const std::size_t kv0 = cache.layer_offset(l), bk = static_cast<std::size_t>(cache.q8_block_);
         const std::int64_t cap = cache.capacity();
-        const ConstQ8Tensor4 k{
-            {1, H, cap, D}, cache.q8_block_, cache.q8_values_.data() + kv0, cache.q8_scales_.data() + kv0 / bk};
-        const ConstQ8Tensor4 v{{1, H, cap, D},
-                               cache.q8_block_,
-                               cache.q8_values_.data() + kv0 + cache.plane(),
-                               cache.q8_scales_.data() + (kv0 + cache.plane()) / bk};
         const std::int64_t lengths[1] = {Tk};
         layer_attn.key_lengths = lengths;
         if (!silence_bias.empty()) {
@@ -273,7 +272,19 @@ std::vector<float> GptModel::forward(std::span<const std::int32_t> ids, KvCache&
           bq.strides = {0, 0, 0, 1};
           layer_attn.bias = bq;
         }
-        attention_q8kv(q, k, v, o, layer_attn);
+        const float* kscales = cache.q8_scales_.data() + kv0 / bk;
+        const float* vscales = cache.q8_scales_.data() + (kv0 + cache.plane()) / bk;
+        if (cache.format() == KvFormat::q4) {
+          const std::uint8_t* kb = cache.q4_values_.data() + kv0 / 2;
+          const ConstQ4Tensor4 k{{1, H, cap, D}, cache.q8_block_, kb, kscales};
+          const ConstQ4Tensor4 v{{1, H, cap, D}, cache.q8_block_, kb + cache.plane() / 2, vscales};
+          attention_q4kv(q, k, v, o, layer_attn);
+        } else {
+          const std::int8_t* kb = cache.q8_values_.data() + kv0;
+          const ConstQ8Tensor4 k{{1, H, cap, D}, cache.q8_block_, kb, kscales};
+          const ConstQ8Tensor4 v{{1, H, cap, D}, cache.q8_block_, kb + cache.plane(), vscales};
+          attention_q8kv(q, k, v, o, layer_attn);
+        }
         break;
       }
     }

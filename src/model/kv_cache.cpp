@@ -21,6 +21,8 @@ const char* kv_format_name(KvFormat f) {
       return "bf16";
     case KvFormat::q8:
       return "q8";
+    case KvFormat::q4:
+      return "q4";
   }
   return "?";
 }
@@ -29,6 +31,7 @@ std::optional<KvFormat> parse_kv_format(std::string_view s) {
   if (s == "f32" || s == "float32") return KvFormat::f32;
   if (s == "bf16" || s == "bfloat16") return KvFormat::bf16;
   if (s == "q8") return KvFormat::q8;
+  if (s == "q4") return KvFormat::q4;
   return std::nullopt;
 }
 
@@ -54,6 +57,14 @@ KvCache::KvCache(const GptConfig& config, int capacity, KvFormat format)
         throw Error("KV cache: q8 needs a head_dim that is a multiple of 16, the model's is " +
                     std::to_string(config.head_dim()));
       q8_values_.assign(n, 0);
+      q8_scales_.assign(n / q8_block_, 0.0f);
+      break;
+    case KvFormat::q4:
+      if (config.head_dim() % 32 != 0)
+        throw Error("KV cache: q4 needs a head_dim that is a multiple of 32, the model's is " +
+                    std::to_string(config.head_dim()));
+      q8_block_ = 32;
+      q4_values_.assign(n / 2, 0);
       q8_scales_.assign(n / q8_block_, 0.0f);
       break;
   }
@@ -84,7 +95,7 @@ const float* KvCache::keys(int layer) const {
 const float* KvCache::values(int layer) const { return keys(layer) + plane(); }
 
 std::size_t KvCache::bytes() const {
-  return data_.size() * sizeof(float) + data16_.size() * sizeof(std::uint16_t) + q8_values_.size() +
+  return data_.size() * sizeof(float) + data16_.size() * sizeof(std::uint16_t) + q8_values_.size() + q4_values_.size() +
          q8_scales_.size() * sizeof(float);
 }
 
@@ -94,7 +105,7 @@ void KvCache::write_rows(int layer, int pos, int n, const float* k, const float*
   // Row (h, j) of a [H, capacity, D] plane.
   auto at = [&](int h, int j) { return static_cast<std::size_t>(h) * capacity_ * D + static_cast<std::size_t>(j) * D; };
   // One task per (K or V, head), on the threads for a prompt's rows (a decode step's row is not
-  // worth a parallel region). A q8 task refuses a non-finite value before writing its rows; the
+  // worth a parallel region). A q8 or q4 task refuses a non-finite value before writing its rows; the
   // first refusal in task order is the one reported.
   const int tasks = 2 * H;
   auto task = [&](int i) {
@@ -114,7 +125,12 @@ void KvCache::write_rows(int layer, int pos, int n, const float* k, const float*
     const int nb = D / q8_block_;
     ConstTensor4 x{src, {1, 1, n, D}, {0, 0, stride, 1}};
     const std::size_t row0 = static_cast<std::size_t>(h) * capacity_ + pos;  // in [H, capacity]
-    Q8Tensor4 dst{{1, 1, n, D}, q8_block_, &q8_values_[plane0 + row0 * D], &q8_scales_[plane0 / q8_block_ + row0 * nb]};
+    float* scales = &q8_scales_[plane0 / q8_block_ + row0 * nb];
+    if (format_ == KvFormat::q4) {
+      quantize_q4(x, Q4Tensor4{{1, 1, n, D}, q8_block_, &q4_values_[(plane0 + row0 * D) / 2], scales});
+      return;
+    }
+    Q8Tensor4 dst{{1, 1, n, D}, q8_block_, &q8_values_[plane0 + row0 * D], scales};
     quantize_q8(x, dst);  // throws (naming the value) on a non-finite one
   };
   const int nt = n >= 16 ? std::min(resolve_threads(threads), tasks) : 1;
@@ -163,6 +179,16 @@ void KvCache::read_rows(int layer, bool values, int first, int n, float* out) co
         ConstQ8Tensor4 src{
             {1, 1, n, D}, q8_block_, &q8_values_[base + row0 * D], &q8_scales_[base / q8_block_ + row0 * nb]};
         dequantize_q8(src, Tensor4{out + h * D, {1, 1, n, D}, {0, 0, C, 1}});
+      }
+      return;
+    }
+    case KvFormat::q4: {
+      const int nb = D / q8_block_;
+      for (int h = 0; h < H; ++h) {
+        const std::size_t row0 = static_cast<std::size_t>(h) * capacity_ + first;
+        ConstQ4Tensor4 src{
+            {1, 1, n, D}, q8_block_, &q4_values_[(base + row0 * D) / 2], &q8_scales_[base / q8_block_ + row0 * nb]};
+        dequantize_q4(src, Tensor4{out + h * D, {1, 1, n, D}, {0, 0, C, 1}});
       }
       return;
     }

@@ -144,11 +144,22 @@ def q8_round(t, block):
     return torch.from_numpy((d * q).astype(np.float32).reshape(shape).astype(np.float64))
 
 
+def q4_round(t, block):
+    """The same through the q4 format: d = amax / 7, q = rint(x * (1 / d)) in [-7, 7]."""
+    x = t.numpy().astype(np.float32)
+    shape = x.shape
+    xb = x.reshape(-1, block)
+    d = (np.abs(xb).max(axis=1, keepdims=True) / np.float32(7)).astype(np.float32)
+    inv = np.where(d > 0, np.float32(1) / np.where(d > 0, d, np.float32(1)), np.float32(0)).astype(np.float32)
+    q = np.clip(np.rint(xb * inv), -7, 7).astype(np.float32)
+    return torch.from_numpy((d * q).astype(np.float32).reshape(shape).astype(np.float64))
+
+
 def torch_logits(cfg, w, ids, kv="f32"):
     """GPT-2 forward in PyTorch, float64, every position: [T, V]. kv: the KV cache format whose
     rounding is applied to what attention reads (jomoim/model/model.hpp's KvFormat): "f32" none;
     "bf16" queries, keys and values rounded to bf16; "q8" keys and values through q8 (blocks of
-    32 along head_dim, or 16 when 32 does not divide it)."""
+    32 along head_dim, or 16 when 32 does not divide it); "q4" through q4 (blocks of 32)."""
     t = {k: torch.from_numpy(np.asarray(v, dtype=np.float64)) for k, v in w.items()}
     C, H = cfg["n_embd"], cfg["n_head"]
     D = C // H
@@ -171,6 +182,8 @@ def torch_logits(cfg, w, ids, kv="f32"):
         elif kv == "q8":
             block = 32 if D % 32 == 0 else 16
             k, v = q8_round(k, block), q8_round(v, block)
+        elif kv == "q4":
+            k, v = q4_round(k, 32), q4_round(v, 32)
         s = (q @ k.transpose(-1, -2)) / math.sqrt(D)
         s = s.masked_fill(~mask, float("-inf"))
         o = torch.softmax(s, dim=-1) @ v
@@ -294,7 +307,7 @@ def make_kv_formats(d, outdir):
     for j, T in enumerate([1, 5, 17, cfg["n_positions"]]):
         ids = rng.integers(0, vocab, size=T).tolist()
         files = {}
-        for kv in ("f32", "bf16", "q8"):
+        for kv in ("f32", "bf16", "q8", "q4"):
             files[kv] = f"kv_formats_{kv}_logits_{j}.npy"
             write_npy(os.path.join(outdir, files[kv]), torch_logits(cfg, w, ids, kv))
         # The weight formats (f32 KV cache): the same reference on the rounded weights.

@@ -107,26 +107,31 @@ struct PackedWeights;  // the bf16 / q8 matrices (internal to the model part)
 //   q8    the engine's q8 format (jomoim/engine/quant.hpp): per key/value row of each head,
 //         blocks of 32 values (16 when head_dim is not a multiple of 32) with one float scale;
 //         1.125 bytes per value at block 32. Queries stay float32 (attention_q8kv).
-enum class KvFormat : std::uint8_t { f32, bf16, q8 };
+//   q4    the engine's q4 format (quant.hpp): blocks of 32 values with one float scale, two
+//         values a byte; 0.625 bytes per value, about 18 times q8's error (attention_q4kv).
+//         Needs a head_dim that is a multiple of 32.
+enum class KvFormat : std::uint8_t { f32, bf16, q8, q4 };
 const char* kv_format_name(KvFormat f);
-// "f32", "bf16", "q8" (also "float32", "bfloat16"); nullopt for anything else.
+// "f32", "bf16", "q8", "q4" (also "float32", "bfloat16"); nullopt for anything else.
 std::optional<KvFormat> parse_kv_format(std::string_view s);
 
 // Keys and values of every layer for the tokens seen so far, so that a new token costs one
 // pass over the weights instead of a recompute, in one of the KvFormats. Layout per layer, in
 // every format: each head's rows together, K then V, each a C-order [H, capacity, D] plane
-// (q8: values so, and scales [H, capacity, D / block]), so that attention streams each head's
+// (q8: values so, and scales [H, capacity, D / block]; q4: bytes [H, capacity, D / 2] and the
+// scales so), so that attention streams each head's
 // keys and values contiguously. (Rows of one token's heads side by side, n_embd apart, put each
 // key of a head on another page at GPT-2's widths: GPT-2 small's F32 decode at 1,024 tokens
 // went from 62 to 68 tokens/s with this layout on Zen 5.) The engine reads a plane's first
-// size() rows per head as a [1, H, n, D] view (q8: a q8 tensor [1, H, capacity, D] with
-// key_lengths).
+// size() rows per head as a [1, H, n, D] view (q8, q4: a quantized tensor [1, H, capacity, D]
+// with key_lengths).
 // Memory, allocated once in the constructor: 2 * n_layer * capacity * n_embd values of the
 // format (plus the q8 scales).
 class KvCache {
  public:
   KvCache() = default;
-  // Throws Error for a non-positive capacity, or q8 with a head_dim that is not a multiple of 16.
+  // Throws Error for a non-positive capacity, or q8 (q4) with a head_dim that is not a multiple
+  // of 16 (32).
   KvCache(const GptConfig& config, int capacity, KvFormat format = KvFormat::f32);
   KvFormat format() const { return format_; }
   int size() const { return size_; }
@@ -140,9 +145,9 @@ class KvCache {
   const float* keys(int layer) const;
   const float* values(int layer) const;
   // Rows [first, first + n) of a layer's keys (or values) as float32 [n, n_embd], in any format:
-  // exactly what attention reads (bf16 widened, q8 dequantized as d * q).
+  // exactly what attention reads (bf16 widened, q8 and q4 dequantized as d * q).
   void read_rows(int layer, bool values, int first, int n, float* out) const;
-  // The q8 block size (values per scale); 0 for the other formats.
+  // The q8 or q4 block size (values per scale); 0 for the other formats.
   int q8_block() const { return q8_block_; }
   // Bytes of keys and values (and q8 scales) held.
   std::size_t bytes() const;
@@ -155,13 +160,14 @@ class KvCache {
   std::size_t plane() const { return static_cast<std::size_t>(capacity_) * n_embd_; }  // values of one K or V
   // Stores rows [pos, pos + n) of layer `layer` from k and v ([n, *] rows of `stride` floats,
   // n_embd values each), converting to the format (a task per K or V head, on up to `threads`
-  // threads when n >= 16). q8 throws Error on a non-finite value; the head that holds
+  // threads when n >= 16). q8 and q4 throw Error on a non-finite value; the head that holds
   // it is not written.
   void write_rows(int layer, int pos, int n, const float* k, const float* v, std::int64_t stride, int threads = 1);
-  std::vector<float> data_;             // f32
-  std::vector<std::uint16_t> data16_;   // bf16
-  std::vector<std::int8_t> q8_values_;  // q8: per layer K then V, each [H, capacity, D]
-  std::vector<float> q8_scales_;        // q8: per layer K then V, each [H, capacity, D / block]
+  std::vector<float> data_;              // f32
+  std::vector<std::uint16_t> data16_;    // bf16
+  std::vector<std::int8_t> q8_values_;   // q8: per layer K then V, each [H, capacity, D]
+  std::vector<std::uint8_t> q4_values_;  // q4: per layer K then V, each [H, capacity, D / 2]
+  std::vector<float> q8_scales_;         // q8, q4: per layer K then V, each [H, capacity, D / block]
   KvFormat format_ = KvFormat::f32;
   int n_layer_ = 0, n_embd_ = 0, n_head_ = 0, capacity_ = 0, size_ = 0, q8_block_ = 0;
 };
