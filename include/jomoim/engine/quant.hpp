@@ -122,10 +122,10 @@ Q4Buffer quantize_q4(ConstTensor4 x, std::int64_t block = 32);
 void dequantize_q4(ConstQ4Tensor4 x, Tensor4 out);
 
 // attention_q8kv with k and v in q4: the result is that of the float64 formula on the
-// dequantized k and v, with the same options and refusals. Each tile of 256 keys is unpacked to
-// int8 (q_i, exact) in this thread's scratch, K's before its scores and V's before P·V, and then
-// goes through attention_q8kv's kernels with the q4 scales: extra memory per thread 256 * (D +
-// Dv) bytes beside attention_q8kv's, still independent of Nk.
+// dequantized k and v, with the same options and refusals. attention_q8kv's kernels compiled
+// for q4 rows: each vector of values is widened from its bytes in registers (masked for a row's
+// first half, shifted for its second, minus 8), nothing stored wider; memory as attention_q8kv
+// (no AMX-INT8 scores). About q8's speed: 4 bits save memory, not time.
 void attention_q4kv(ConstTensor4 q, ConstQ4Tensor4 k, ConstQ4Tensor4 v, Tensor4 out,
                     const AttentionOptions& options = {});
 
