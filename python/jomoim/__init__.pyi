@@ -152,10 +152,23 @@ class Stream(Iterator[str]):
 class Model:
     """A GPT-2-architecture model and its tokenizer (Hugging Face model directory). Thread-safe; GIL released in forward passes."""
     @classmethod
-    def load(cls, path: Union[str, os.PathLike[str], None] = None, *, threads: Optional[int] = None) -> Model:
-        """Loads a model directory (config.json, model.safetensors, vocab.json, merges.txt); None: default_model_dir()."""
+    def load(cls, path: Union[str, os.PathLike[str], None] = None, *, threads: Optional[int] = None,
+             kv_cache: Literal["f32", "bf16", "q8", "q4"] = "f32", weights: Literal["f32", "bf16", "q8"] = "f32",
+             matmul: Literal["f32", "bf16"] = "f32") -> Model:
+        """Loads a model directory (config.json, model.safetensors, vocab.json, merges.txt); None: default_model_dir().
+
+        kv_cache, weights, matmul: the formats of the commands' --kv-cache, --weights and --matmul.
+        """
     @property
     def path(self) -> str: ...
+    @property
+    def kv_cache(self) -> str: ...
+    @property
+    def weights(self) -> str: ...
+    @property
+    def matmul(self) -> str: ...
+    @property
+    def weight_bytes(self) -> int: ...
     @property
     def config(self) -> Dict[str, Any]:
         """n_layer, n_head, n_embd, n_positions, vocab_size, n_inner, layer_norm_epsilon, activation_function, head_dim."""

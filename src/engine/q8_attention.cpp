@@ -48,17 +48,14 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 // Scores in base-2 units, as in attention(): the queries are packed times scale * log2(e).
 constexpr float kLog2e = 1.44269504088896340736f;
 constexpr float kLn2 = 0.69314718055994530942f;
-// One vector of q8 values (inside one block), widened to float32, without its block's scale:
-// for callers that scale a whole block's sum once.
+// One vector of q8 values (inside one block), widened to float32, without its block's scale
+// (the callers multiply by it, or scale a whole block's sum once).
 HWY_INLINE VF WidenRaw(const std::int8_t* HWY_RESTRICT values) {
   const DF df;
   const DI di;
   const D8 d8;
   return hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, values)));
 }
-
-// The same vector times the block's scale.
-HWY_INLINE VF Widen(const std::int8_t* HWY_RESTRICT values, VF scale) { return hn::Mul(WidenRaw(values), scale); }
 
 // Vectors of value columns whose accumulators stay in registers for all R rows of P·V.
 constexpr std::size_t kValueAccumulators = kManyRegisters ? 16 : 8;

@@ -9,7 +9,6 @@
 #include <cmath>
 #include <cstring>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "jomoim/engine/matvec.hpp"
@@ -41,19 +40,19 @@ void check_q4_layout(const char* name, const std::array<std::int64_t, 4>& shape,
 
 // The layout, and the arrays of a non-empty tensor (View: a Q8View or Q4View).
 template <class View>
-void check_view(const char* name, const char* format, const View& x) {
-  check_layout(name, format, std::string_view(format) == "q4" ? 32 : 16, x.shape, x.block);
+void check_view(const char* name, const char* format, std::int64_t multiple, const View& x) {
+  check_layout(name, format, multiple, x.shape, x.block);
   if (x.numel() > 0 && (x.values == nullptr || x.scales == nullptr))
     throw Error(std::string(name) + ": null values or scales for a non-empty " + format + " tensor " +
                 shape_string(x.shape));
 }
 template <class I8, class F>
 void check_q8_view(const char* name, const Q8View<I8, F>& x) {
-  check_view(name, "q8", x);
+  check_view(name, "q8", 16, x);
 }
 template <class U8, class F>
 void check_q4_view(const char* name, const Q4View<U8, F>& x) {
-  check_view(name, "q4", x);
+  check_view(name, "q4", 32, x);
 }
 
 }  // namespace
