@@ -140,23 +140,20 @@ struct Kernel {
     }
   }
 
-  const Byte* KRow(const Rows& rows, std::int64_t j) const {
-    const std::int64_t row = (rows.b * p.s.Hkv + rows.g) * p.s.Nk + j;
+  // Key j's row of the item's K/V head, in the [B, Hkv, Nk] rows of K and of V.
+  std::int64_t RowOf(const Rows& rows, std::int64_t j) const { return (rows.b * p.s.Hkv + rows.g) * p.s.Nk + j; }
+  // Row `row` of a K or V tensor of `width` values a row: its int8 values, or its q4 bytes.
+  const Byte* Values(const ConstQ8Tensor4& x, const std::uint8_t* x4, std::int64_t row, std::int64_t width) const {
     if constexpr (kQ4)
-      return qp.k4 + row * (p.s.D / 2);
+      return x4 + row * (width / 2);
     else
-      return qp.k.values + row * p.s.D;
+      return x.values + row * width;
   }
+  const Byte* KRow(const Rows& rows, std::int64_t j) const { return Values(qp.k, qp.k4, RowOf(rows, j), p.s.D); }
   const float* KScales(const Rows& rows, std::int64_t j) const {
-    return qp.k.scales + ((rows.b * p.s.Hkv + rows.g) * p.s.Nk + j) * (p.s.D / qp.k.block);
+    return qp.k.scales + RowOf(rows, j) * (p.s.D / qp.k.block);
   }
-  const Byte* VRow(const Rows& rows, std::int64_t j) const {
-    const std::int64_t row = (rows.b * p.s.Hkv + rows.g) * p.s.Nk + j;
-    if constexpr (kQ4)
-      return qp.v4 + row * (p.s.Dv / 2);
-    else
-      return qp.v.values + row * p.s.Dv;
-  }
+  const Byte* VRow(const Rows& rows, std::int64_t j) const { return Values(qp.v, qp.v4, RowOf(rows, j), p.s.Dv); }
   // The vector of values e, e + 1, ... of a row of `width` values, widened without its scale
   // (q4: a vector lies in one half of the row, whose width / 2 is a multiple of 16).
   static HWY_INLINE VF Raw(const Byte* HWY_RESTRICT row, std::int64_t e, std::int64_t width) {
@@ -169,7 +166,7 @@ struct Kernel {
     }
   }
   const float* VScales(const Rows& rows, std::int64_t j) const {
-    return qp.v.scales + ((rows.b * p.s.Hkv + rows.g) * p.s.Nk + j) * (p.s.Dv / qp.v.block);
+    return qp.v.scales + RowOf(rows, j) * (p.s.Dv / qp.v.block);
   }
 
   // acc[r][kk] += q_r . k_kk over the whole row for R query rows (at qr) and G keys (values kv,

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <type_traits>
 
 namespace jomoim::cli::bench {
 
@@ -48,29 +49,26 @@ void Workload::allocate(unsigned seed) {
   narrow(q, q16);
   narrow(k, k16);
   narrow(v, v16);
+  // q8 / q4: rows [B, Hkv, Nk, E] whatever the notation (3b1b's k and v are [B, Hkv, E, Nk] in
+  // memory) quantized, then the float copy overwritten by what the quantized values stand for.
+  auto quantize = [&](std::vector<float>& x, Index E, auto& buf, Index block) {
+    const Tensor4 rows = notation == Notation::paper ? Tensor4::contiguous(x.data(), {B, Hkv, Nk, E})
+                                                     : Tensor4::contiguous(x.data(), {B, Hkv, E, Nk}).transposed(2, 3);
+    if constexpr (std::is_same_v<std::decay_t<decltype(buf)>, Q4Buffer>) {
+      buf = quantize_q4(rows, block);
+      dequantize_q4(buf.view(), rows);
+    } else {
+      buf = quantize_q8(rows, block);
+      dequantize_q8(buf.view(), rows);
+    }
+  };
   if (q8_block > 0) {
-    // Rows [B, Hkv, Nk, E] whatever the notation (3b1b's k and v are [B, Hkv, E, Nk] in memory):
-    // quantized, then the float copy overwritten by what the q8 values stand for.
-    auto to_q8 = [&](std::vector<float>& x, Index E, Q8Buffer& q8) {
-      const Tensor4 rows = notation == Notation::paper
-                               ? Tensor4::contiguous(x.data(), {B, Hkv, Nk, E})
-                               : Tensor4::contiguous(x.data(), {B, Hkv, E, Nk}).transposed(2, 3);
-      q8 = quantize_q8(rows, q8_block);
-      dequantize_q8(q8.view(), rows);
-    };
-    to_q8(k, D, k8);
-    to_q8(v, Dv, v8);
+    quantize(k, D, k8, q8_block);
+    quantize(v, Dv, v8, q8_block);
   }
-  if (q4_block > 0) {  // the same in q4
-    auto to_q4 = [&](std::vector<float>& x, Index E, Q4Buffer& q4) {
-      const Tensor4 rows = notation == Notation::paper
-                               ? Tensor4::contiguous(x.data(), {B, Hkv, Nk, E})
-                               : Tensor4::contiguous(x.data(), {B, Hkv, E, Nk}).transposed(2, 3);
-      q4 = quantize_q4(rows, q4_block);
-      dequantize_q4(q4.view(), rows);
-    };
-    to_q4(k, D, k4);
-    to_q4(v, Dv, v4);
+  if (q4_block > 0) {
+    quantize(k, D, k4, q4_block);
+    quantize(v, Dv, v4, q4_block);
   }
   out.assign(std::size_t(B * Hq * Nq * Dv), 0.f);  // touched now: counted as inputs/outputs
   if (with_lse) lse.assign(std::size_t(B * Hq * Nq), 0.f);
