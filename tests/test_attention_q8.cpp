@@ -561,6 +561,9 @@ TEST(Q4, Refusals) {
 TEST(Q4, AttentionMatchesTheReferenceOnTheDequantizedInputs) {
   const std::vector<Q8Case> cases = {
       {"decode mha", 1, 4, 4, 1, 700, 64, 64, 32},
+      // One row a K/V head takes the scores' offset of 8 once a block (four and two blocks a row).
+      {"decode mha d128", 1, 4, 4, 1, 1000, 128, 128, 32},
+      {"decode mha d256 block 64 key lengths", 2, 2, 2, 1, 701, 256, 64, 64, false, false, true},
       {"decode gqa d128", 1, 8, 2, 1, 1100, 128, 128, 32},
       {"decode one key", 2, 2, 1, 1, 1, 32, 32, 32},
       {"no keys", 1, 2, 2, 3, 0, 32, 32, 32},
