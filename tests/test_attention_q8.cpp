@@ -586,6 +586,39 @@ TEST(Q4, AttentionMatchesTheReferenceOnTheDequantizedInputs) {
       for (const Q8Case& c : cases) check_case(c, threads, t, true);
 }
 
+// A NaN or infinite query value makes its own row's output NaN and no other row's: one row a
+// K/V head (whose scores sum each block from -8 times the block's query) and four.
+TEST(Q4, ANonFiniteQueryValueStaysInItsRow) {
+  const I64 Hq = 8, Nk = 100, D = 64;
+  for (I64 Hkv : {8, 2}) {
+    Rng rng{std::uint64_t(11 + Hkv)};
+    std::vector<float> q = random_values(Hq * D, rng, 1.0f), k = random_values(Hkv * Nk * D, rng, 1.0f),
+                       v = random_values(Hkv * Nk * D, rng, 1.0f);
+    const auto kq = jomoim::quantize_q4(ConstTensor4::contiguous(k.data(), {1, Hkv, Nk, D}));
+    const auto vq = jomoim::quantize_q4(ConstTensor4::contiguous(v.data(), {1, Hkv, Nk, D}));
+    for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+      std::vector<float> qb = q;
+      qb[std::size_t(5 * D + 40)] = bad;  // head 5, the second block
+      for (const std::string& target : jomoim::simd_targets()) {
+        std::vector<float> out(std::size_t(Hq * D), poison());
+        {
+          PinTarget pin(target);
+          jomoim::attention_q4kv(ConstTensor4::contiguous(qb.data(), {1, Hq, 1, D}), kq.view(), vq.view(),
+                                 Tensor4::contiguous(out.data(), {1, Hq, 1, D}));
+        }
+        for (I64 h = 0; h < Hq; ++h)
+          for (I64 e = 0; e < D; ++e) {
+            const float got = out[std::size_t(h * D + e)];
+            if (h == 5)
+              EXPECT_TRUE(std::isnan(got)) << target << " Hkv " << Hkv << " head " << h << " " << e;
+            else
+              EXPECT_TRUE(std::isfinite(got)) << target << " Hkv " << Hkv << " head " << h << " " << e;
+          }
+      }
+    }
+  }
+}
+
 // A non-finite V block scale reaches only the heads that read it, in that block's columns.
 TEST(Q4, ANonFiniteValueScaleStaysInItsBlock) {
   const I64 Hq = 8, Hkv = 2, Nk = 300, D = 64;
