@@ -363,6 +363,15 @@ std::vector<float> decode_on(const std::string& target, const std::vector<float>
   return out;
 }
 
+std::vector<float> decode_on(const std::string& target, const std::vector<float>& q, I64 Hq, I64 D,
+                             const jomoim::Q4Buffer& kq, const jomoim::Q4Buffer& vq) {
+  std::vector<float> out(std::size_t(Hq * D), poison());
+  PinTarget pin(target);
+  jomoim::attention_q4kv(ConstTensor4::contiguous(q.data(), {1, Hq, 1, D}), kq.view(), vq.view(),
+                         Tensor4::contiguous(out.data(), {1, Hq, 1, D}));
+  return out;
+}
+
 // A non-finite query value reaches its own row's output as NaN and no other row's, whether the
 // row's scores go through the AMX tiles or not (a four-row group with a NaN keeps the float path).
 TEST(Q8, ANonFiniteQueryValueStaysInItsRow) {
@@ -600,12 +609,7 @@ TEST(Q4, ANonFiniteQueryValueStaysInItsRow) {
       std::vector<float> qb = q;
       qb[std::size_t(5 * D + 40)] = bad;  // head 5, the second block
       for (const std::string& target : jomoim::simd_targets()) {
-        std::vector<float> out(std::size_t(Hq * D), poison());
-        {
-          PinTarget pin(target);
-          jomoim::attention_q4kv(ConstTensor4::contiguous(qb.data(), {1, Hq, 1, D}), kq.view(), vq.view(),
-                                 Tensor4::contiguous(out.data(), {1, Hq, 1, D}));
-        }
+        const std::vector<float> out = decode_on(target, qb, Hq, D, kq, vq);
         for (I64 h = 0; h < Hq; ++h)
           for (I64 e = 0; e < D; ++e) {
             const float got = out[std::size_t(h * D + e)];
@@ -629,12 +633,7 @@ TEST(Q4, ANonFiniteValueScaleStaysInItsBlock) {
   auto vq = jomoim::quantize_q4(ConstTensor4::contiguous(v.data(), {1, Hkv, Nk, D}));
   vq.scales[std::size_t((1 * Nk + 270) * 2 + 1)] = std::numeric_limits<float>::quiet_NaN();  // head 1, key 270
   for (const std::string& target : jomoim::simd_targets()) {
-    std::vector<float> out(std::size_t(Hq * D), poison());
-    {
-      PinTarget pin(target);
-      jomoim::attention_q4kv(ConstTensor4::contiguous(q.data(), {1, Hq, 1, D}), kq.view(), vq.view(),
-                             Tensor4::contiguous(out.data(), {1, Hq, 1, D}));
-    }
+    const std::vector<float> out = decode_on(target, q, Hq, D, kq, vq);
     for (I64 h = 0; h < Hq; ++h)
       for (I64 e = 0; e < D; ++e) {
         const float got = out[std::size_t(h * D + e)];

@@ -85,16 +85,16 @@ struct Rows {
 };
 
 // One vector of q4 values from the bytes at `bytes` (quant.hpp): their low nibbles (values of a
-// row's first half) or high nibbles (its second half), widened to float32, minus 8 (kOffset:
+// row's first half) or high nibbles (its second half), widened to float32, minus 8 (kStored:
 // without it, the stored q + 8 in [1, 15], for loops that subtract the 8 once a block).
-template <bool kHigh, bool kOffset = true>
+template <bool kHigh, bool kStored = false>
 HWY_INLINE VF WidenQ4(const std::uint8_t* HWY_RESTRICT bytes) {
   const DF df;
   const DI di;
   const hn::Rebind<std::uint8_t, DF> du8;
   const auto x = hn::PromoteTo(di, hn::LoadU(du8, bytes));
   const auto n = kHigh ? hn::ShiftRight<4>(x) : hn::And(x, hn::Set(di, 0x0F));
-  return hn::ConvertTo(df, kOffset ? hn::Sub(n, hn::Set(di, 8)) : n);
+  return hn::ConvertTo(df, kStored ? n : hn::Sub(n, hn::Set(di, 8)));
 }
 
 template <bool kQ4>
@@ -169,7 +169,7 @@ struct Kernel {
   static HWY_INLINE VF Raw(const Byte* HWY_RESTRICT row, std::int64_t e, std::int64_t width) {
     if constexpr (kQ4) {
       const std::int64_t half = width / 2;
-      return e < half ? WidenQ4<false, !kStored>(row + e) : WidenQ4<true, !kStored>(row + e - half);
+      return e < half ? WidenQ4<false, kStored>(row + e) : WidenQ4<true, kStored>(row + e - half);
     } else {
       (void)width;
       return WidenRaw(row + e);
