@@ -76,4 +76,18 @@ bool cpu_is_amd() {
 #endif
 }
 
+int cpu_family() {
+#if defined(__x86_64__) || defined(__i386__)
+  static const int family = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
+    const unsigned base = (a >> 8) & 0xF;  // CPUID.1:EAX, the displayed family (base + extended)
+    return int(base == 0xF ? base + ((a >> 20) & 0xFF) : base);
+  }();
+  return family;
+#else
+  return 0;
+#endif
+}
+
 }  // namespace jomoim::detail

@@ -14,5 +14,8 @@ bool cpu_has_amx_bf16();
 bool cpu_has_amx_int8();
 // An AMD CPU: tuning that differs by vendor (the q8 decode's prefetch distance).
 bool cpu_is_amd();
+// The x86 family CPUID reports (base plus extended: AMD's Zen 3 and 4 are 0x19, Zen 5 0x1A); 0
+// where there is none.
+int cpu_family();
 
 }  // namespace jomoim::detail

@@ -250,8 +250,9 @@ struct Kernel {
       for (int kk = 0; kk < G; ++kk) {
         kv[kk] = KRow(rows, t0 + j + kk);
         ks[kk] = KScales(rows, t0 + j + kk);
-        for (std::int64_t c = 0; c < D / kPerByte; c += 64) PrefetchStream(kv[kk] + k_ahead + c);  // every line
-        PrefetchStream(ks[kk] + ks_ahead);  // and the scales' line
+        // Every line of the row, and the scales' line.
+        for (std::int64_t c = 0; c < D / kPerByte; c += 64) Ahead<R>(kv[kk] + k_ahead + c);
+        Ahead<R>(ks[kk] + ks_ahead);
       }
       VF acc[R][G];
 #pragma GCC unroll 16
@@ -319,8 +320,8 @@ struct Kernel {
     for (; j < tl; ++j) {
       const Byte* kv = KRow(rows, t0 + j);
       const float* ks = KScales(rows, t0 + j);
-      for (std::int64_t c = 0; c < D / kPerByte; c += 64) PrefetchStream(kv + k_ahead + c);
-      PrefetchStream(ks + ks_ahead);
+      for (std::int64_t c = 0; c < D / kPerByte; c += 64) Ahead<R>(kv + k_ahead + c);
+      Ahead<R>(ks + ks_ahead);
       const Byte* const kv1[1] = {kv};
       const float* const ks1[1] = {ks};
       VF acc[R][1];
@@ -329,6 +330,17 @@ struct Kernel {
       for (std::size_t r = 0; r < R; ++r)
         s[(r0 + std::int64_t(r)) * kQ8Tile + j] = hn::GetLane(hn::SumOfLanes(df, acc[r][0]));
     }
+  }
+
+  // A prefetch of K/V rows (and their scales) streamed once by an item of R rows: into L2
+  // (PrefetchStream), except grouped q8 rows where the plan asks for L1
+  // (Q8Plan::prefetch_near_rows; q4's grouped rows measured 0.96-1.00x the time that way).
+  template <std::size_t R, typename T>
+  HWY_INLINE void Ahead(const T* p) const {
+    if (R > 1 && !kQ4 && plan.prefetch_near_rows)
+      __builtin_prefetch(p, 0, 3);
+    else
+      PrefetchStream(p);
   }
 
   // How P·V's weights meet V's scales (AttendKeys picks one per call):
@@ -402,8 +414,8 @@ struct Kernel {
     for (std::int64_t j = 0; j < tl; ++j) {
       const Byte* vv = VRow(rows, t0 + j);
       const float* vs = VScales(rows, t0 + j);
-      for (std::int64_t c = 0; c < prefetch / kPerByte; c += 64) PrefetchStream(vv + v_ahead + c);
-      if (e0 == 0) PrefetchStream(vs + vs_ahead);
+      for (std::int64_t c = 0; c < prefetch / kPerByte; c += 64) Ahead<R>(vv + v_ahead + c);
+      if (e0 == 0) Ahead<R>(vs + vs_ahead);
       VF pr[R];
 #pragma GCC unroll 16
       for (std::size_t r = 0; r < R; ++r) pr[r] = hn::Set(df, P[(r0 + std::int64_t(r)) * kQ8Tile + j]);
@@ -440,7 +452,7 @@ struct Kernel {
     const std::int64_t v_ahead = plan.prefetch_for<R>() * p.s.Dv / kPerByte;
     for (std::int64_t j = 0; j < tl; ++j) {
       const Byte* vv = VRow(rows, t0 + j);
-      for (std::int64_t c = 0; c < prefetch / kPerByte; c += 64) PrefetchStream(vv + v_ahead + c);
+      for (std::int64_t c = 0; c < prefetch / kPerByte; c += 64) Ahead<R>(vv + v_ahead + c);
       VF pr[NW][R];
 #pragma GCC unroll 16
       for (std::size_t g = 0; g < NW; ++g)
@@ -735,6 +747,10 @@ Q8Plan make_q8_plan(const Problem& p, int threads) {
   // Intel Xeon (48 rows 24.7-25.9 ms from memory, 24 rows 23.1-23.6); grouped rows keep
   // Q8Plan's 32 everywhere (bench/NOTES.md, "The q8 prefetch distance by machine").
   plan.prefetch_one_row = cpu_is_amd() ? 48 : 24;
+  // Grouped q8 rows read ahead into L1 on AMD family 1Ah (Zen 5): 1.03-1.09x from memory, level
+  // in L3; one row lost 4-7 % that way and keeps L2, as every row does on a Zen 4 and Intel
+  // (bench/NOTES.md, "Grouped q8 rows read ahead into L1 on Zen 5").
+  plan.prefetch_near_rows = cpu_is_amd() && cpu_family() == 0x1A;
   // Four rows' scores on AMX-INT8 where the CPU has it and the pin allows tiles, for D up to
   // 1024 (the pieces take 16 D bytes a group of rows per thread).
   plan.amx_scores = amx_enabled() && cpu_has_amx_int8() && s.D <= 1024 && plan.rows_per_bg >= 4;

@@ -34,6 +34,8 @@ struct Q8Plan {
   // by the CPU's vendor), and of several (which go through their keys about three times slower,
   // so fewer rows are the same lead time).
   std::int64_t prefetch_one_row = 48, prefetch_rows = 32;
+  // Grouped rows (R > 1) prefetch into L1 rather than L2 (make_q8_plan sets it on a Zen 5).
+  bool prefetch_near_rows = false;
   // Four rows' scores on AMX-INT8 (amx_attention.hpp; make_q8_plan: the CPU has it and the
   // target pin allows the tiles).
   bool amx_scores = false;
