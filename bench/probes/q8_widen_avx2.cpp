@@ -101,7 +101,8 @@ __attribute__((noinline)) void scores(const std::int8_t* k, const float* ks, con
     for (int b = 0; b < kD / 32; ++b) {
       __m256 t = _mm256_mul_ps(_mm256_loadu_ps(q + b * 32), widen8(r + b * 32, kXor));
 #pragma GCC unroll 3
-      for (int c = 1; c < 4; ++c) t = _mm256_fmadd_ps(_mm256_loadu_ps(q + b * 32 + c * 8), widen8(r + b * 32 + c * 8, kXor), t);
+      for (int c = 1; c < 4; ++c)
+        t = _mm256_fmadd_ps(_mm256_loadu_ps(q + b * 32 + c * 8), widen8(r + b * 32 + c * 8, kXor), t);
       acc = _mm256_fmadd_ps(t, _mm256_set1_ps(ks[j * 4 + b]), acc);
     }
     __m128 h = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
