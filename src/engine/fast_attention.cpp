@@ -694,7 +694,7 @@ struct Tiled {
   // samples, bf16 prefill on Zen 5).
   static inline void PrefetchRow(const void* row, size_t bytes) {
     const char* c = static_cast<const char*>(row);
-    for (size_t b = 0; b < bytes; b += 64) __builtin_prefetch(c + b, 0, 3);
+    for (size_t b = 0; b < bytes; b += 64) PrefetchNear(c + b);
   }
 
   // Packs the block's query rows, pre-multiplied by the scale, as Q^T (or as Q rows for the

@@ -338,7 +338,7 @@ struct Kernel {
   template <std::size_t R, typename T>
   HWY_INLINE void Ahead(const T* p) const {
     if (R > 1 && !kQ4 && plan.prefetch_near_rows)
-      __builtin_prefetch(p, 0, 3);
+      PrefetchNear(p);
     else
       PrefetchStream(p);
   }
