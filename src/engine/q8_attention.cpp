@@ -748,8 +748,9 @@ Q8Plan make_q8_plan(const Problem& p, int threads) {
   // Q8Plan's 32 everywhere (bench/NOTES.md, "The q8 prefetch distance by machine").
   plan.prefetch_one_row = cpu_is_amd() ? 48 : 24;
   // Grouped q8 rows read ahead into L1 on AMD family 1Ah (Zen 5): 1.03-1.09x from memory, level
-  // in L3; one row lost 4-7 % that way and keeps L2, as every row does on a Zen 4 and Intel
-  // (bench/NOTES.md, "Grouped q8 rows read ahead into L1 on Zen 5").
+  // in L3; one row lost 4-7 % that way and keeps L2, as every row does on a Zen 4 (family 19h,
+  // where grouped rows read into L1 measured 0.93-0.95x from memory) and Intel (bench/NOTES.md,
+  // "Grouped q8 rows read ahead into L1 on Zen 5" and "A Zen 4 again: two probes").
   plan.prefetch_near_rows = cpu_is_amd() && cpu_family() == 0x1A;
   // Four rows' scores on AMX-INT8 where the CPU has it and the pin allows tiles, for D up to
   // 1024 (the pieces take 16 D bytes a group of rows per thread).
